@@ -1,0 +1,17 @@
+// The epsim subcommands. Each takes the arguments after its own name and returns the exit status;
+// bad input is reported by throwing InputError (main prints it on one line and exits with 2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace epsim {
+
+/// epsim run EXPERIMENT.yaml [options]
+int run_command(const std::vector<std::string>& args);
+/// epsim trace {show|stats|import|generate} ...
+int trace_command(const std::vector<std::string>& args);
+/// epsim balancers
+int balancers_command(const std::vector<std::string>& args);
+
+}  // namespace epsim

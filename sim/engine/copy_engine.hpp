@@ -1,0 +1,33 @@
+// One GPU's peer-to-peer Copy Engine: a single FIFO queue (on NVSwitch systems the driver gives all
+// peer copies of a GPU one logical engine), a fixed cost per copy (enqueue + P2P latency), then the
+// bytes move as a flow over the NVLink ports with the engine's own bandwidth as a cap. It uses no SMs.
+// A small copy queued behind a large one waits for it: head-of-line blocking is the point.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "sim/engine/flow_network.hpp"
+
+namespace epsim {
+
+class CopyEngine {
+ public:
+  /// (time the copy left the queue and began its fixed cost, time its last byte arrived)
+  using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
+
+  CopyEngine(EventQueue& queue, FlowNetwork& network, Time_ps fixed_cost_ps, double bw_GBps);
+
+  /// Appends a copy of `bytes` over `links`; it starts when every copy enqueued before it finished.
+  void enqueue(const std::vector<LinkId>& links, double bytes, DoneCallback on_done);
+
+  std::size_t queued() const;  ///< copies waiting or running
+  Time_ps busy_ps() const;     ///< total time the engine had a copy in progress
+  double bytes_copied() const;
+
+ private:
+  // Implementation's choice.
+};
+
+}  // namespace epsim

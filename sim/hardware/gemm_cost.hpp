@@ -1,0 +1,37 @@
+// Grouped-GEMM time from a cost curve, never from a linear rate:
+//   t = launch + max( sum_e flops(pad(M_e)) / (eta(pad(M_e)) * peak),  bytes / HBM )
+// where pad rounds each expert's rows up to the alignment, eta is the efficiency curve over rows per
+// expert, and bytes are the weights of every expert with M_e > 0 plus the activations read and
+// written. Experts with no tokens cost nothing. This is the time with every SM available; the SmPool
+// stretches it while communication kernels hold SMs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/time.hpp"
+#include "sim/hardware/hardware_spec.hpp"
+#include "sim/hardware/model_spec.hpp"
+
+namespace epsim {
+
+enum class GemmPass { forward, data_grad, weight_grad };
+
+class GemmCost {
+ public:
+  GemmCost(const HardwareSpec& hw, const ModelSpec& model);
+
+  /// Time of one grouped GEMM over experts with `tokens_per_expert` rows each, for `pass`.
+  /// `ffn_size` is the expert's intermediate size (routed or shared expert).
+  Time_ps grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, GemmPass pass,
+                          int ffn_size) const;
+  /// Efficiency curve value for `padded_tokens` rows.
+  double efficiency(double padded_tokens) const;
+  std::int64_t padded(std::int64_t tokens) const;
+
+ private:
+  const HardwareSpec& hw_;
+  const ModelSpec& model_;
+};
+
+}  // namespace epsim

@@ -1,0 +1,94 @@
+// The cluster a run is simulated on, as loaded from a hardware YAML file (models/*.yaml, kind:
+// hardware). Every field is in the unit its name says; defaults and their sources live in
+// models/h100-sxm-8.yaml, not here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace epsim {
+
+/// One point of the grouped-GEMM efficiency curve: the fraction of peak reached by an expert GEMM
+/// with `tokens_per_expert` rows (after padding). Interpolated linearly in log2(tokens) between points,
+/// clamped at both ends.
+struct GemmEfficiencyPoint {
+  double tokens_per_expert;
+  double efficiency;
+};
+
+/// Protocol efficiency of the EP backend for a message of `bytes`: wire time = bytes / (bw * efficiency).
+/// Interpolated like the GEMM curve.
+struct MessageEfficiencyPoint {
+  double bytes;
+  double efficiency;
+};
+
+struct GpuSpec {
+  int sms = 0;
+  double bf16_peak_TFLOPs = 0;  ///< dense
+  double hbm_GBps = 0;          ///< achievable streaming bandwidth
+  double hbm_capacity_GB = 0;
+};
+
+struct GemmSpec {
+  int row_alignment = 0;  ///< each expert's token rows are padded up to a multiple of this
+  std::vector<GemmEfficiencyPoint> efficiency;
+  double launch_us = 0;  ///< fixed cost per grouped-GEMM kernel
+};
+
+struct CopyEngineSpec {
+  double bw_GBps = 0;        ///< one direction, one copy
+  double fixed_cost_us = 0;  ///< enqueue + P2P latency per copy
+};
+
+struct NvlinkSpec {
+  double port_bw_GBps = 0;  ///< per GPU per direction, line rate (through NVSwitch)
+  double latency_us = 0;    ///< per message, GPU to GPU through NVSwitch
+};
+
+struct InfinibandSpec {
+  double nic_bw_GBps = 0;  ///< per GPU per direction, line rate (NDR: 50)
+  double latency_us = 0;   ///< per message, GPU to GPU across the fabric
+};
+
+struct PcieSpec {
+  double h2d_GBps = 0;
+  double d2h_GBps = 0;
+  double latency_us = 0;
+};
+
+struct HostSpec {
+  double kernel_launch_us = 0;
+};
+
+/// How the EP backend (DeepEP-style all-to-all-v) is modelled.
+struct EpBackendSpec {
+  int comm_sms = 0;  ///< SMs its dispatch/combine kernels hold while running
+  /// "rail_forward": inter-node tokens cross IB to the same-local-index GPU of the destination node,
+  /// then NVLink to the destination (DeepEP normal kernels); "direct": IB straight to the destination.
+  std::string internode_route;
+  /// Payload fraction of line rate for large messages (protocol overhead), per fabric.
+  double nvlink_efficiency = 0;
+  double ib_efficiency = 0;
+  /// Extra size dependence, 1.0 for large messages: wire bytes = bytes / (fabric eff * curve(bytes)).
+  std::vector<MessageEfficiencyPoint> message_efficiency;
+};
+
+struct HardwareSpec {
+  std::string name;
+  std::string source_file;  ///< where it was loaded from, for messages
+  int nodes = 0;
+  int gpus_per_node = 0;
+  GpuSpec gpu;
+  GemmSpec gemm;
+  CopyEngineSpec copy_engine;
+  NvlinkSpec nvlink;
+  InfinibandSpec infiniband;
+  PcieSpec pcie;
+  HostSpec host;
+  EpBackendSpec ep_backend;
+
+  int total_gpus() const { return nodes * gpus_per_node; }
+};
+
+}  // namespace epsim
