@@ -20,7 +20,9 @@ class ConfigMap {
   /// messages; `key_path` is where this mapping sits ("" at the top, "gpu", "balancer.params", ...).
   ConfigMap(const YAML::Node& node, std::string file, std::string key_path = "");
 
-  /// Required values; throw InputError when absent or of the wrong type / out of range.
+  /// Required values; throw InputError when absent or of the wrong type / out of range. Ranges are
+  /// inclusive; a `min` in (0, 1e-200], e.g. 1e-300, means "greater than 0" (bandwidths, rates).
+  /// Numbers must be plain YAML scalars: a quoted "450" is a string, not a number.
   std::string get_string(const std::string& key);
   double get_double(const std::string& key, double min, double max);
   std::int64_t get_int(const std::string& key, std::int64_t min, std::int64_t max);
@@ -44,7 +46,8 @@ class ConfigMap {
   /// y within [y_min, y_max].
   std::vector<std::pair<double, double>> get_curve(const std::string& key, std::size_t min_points,
                                                    double y_min, double y_max);
-  /// The raw node of a key (consumed), for blocks read by someone else (a balancer's params).
+  /// The raw node of a key (consumed), for blocks read by someone else (a balancer's params); a null
+  /// node when the key is absent.
   YAML::Node get_raw(const std::string& key);
 
   /// Throws InputError for the first key not consumed by a getter.
@@ -58,10 +61,30 @@ class ConfigMap {
   const std::string& file() const { return file_; }
 
  private:
+  struct Entry {
+    std::string key;
+    YAML::Mark key_mark;
+    YAML::Node value;
+  };
+  const Entry* find(const std::string& key) const;
+  /// Marks `key` consumed and returns its entry; throws "missing key" (or names a near-miss typo).
+  const Entry& require(const std::string& key);
+  [[noreturn]] void missing(const std::string& key) const;
+  [[noreturn]] void bad_value(const Entry& entry, const std::string& message) const;
+  std::string full_key(const std::string& key) const;
+  double to_double(const Entry& entry, double min, double max) const;
+  std::int64_t to_int(const Entry& entry, std::int64_t min, std::int64_t max) const;
+  bool to_bool(const Entry& entry) const;
+  std::string to_string(const Entry& entry) const;
+  std::string to_choice(const Entry& entry, const std::vector<std::string>& choices) const;
+
   YAML::Node node_;
   std::string file_;
   std::string key_path_;
   mutable std::set<std::string> consumed_;
+  mutable std::set<std::string> known_;  ///< every key a getter or has() asked for: the allowed keys
+  std::vector<Entry> entries_;           ///< the mapping's keys in document order
+  YAML::Mark mark_;                      ///< the mapping's key in its parent (or the mapping itself)
 };
 
 }  // namespace epsim
