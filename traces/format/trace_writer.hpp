@@ -3,7 +3,10 @@
 // refuses to replace an existing file unless asked to.
 #pragma once
 
+#include <cstdint>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "traces/format/trace_types.hpp"
 
@@ -24,7 +27,17 @@ class TraceWriter {
   void close();
 
  private:
-  // Implementation's choice.
+  std::string path_;
+  std::string partial_path_;  ///< path_ + ".partial"
+  TraceHeader header_;
+  std::ofstream out_;
+  std::vector<std::uint8_t> bytes_;     ///< one encoded record, reused
+  std::vector<std::uint32_t> scratch_;  ///< for the token histogram check
+  std::uint64_t records_written_ = 0;
+  TraceRecord last_key_;  ///< step, micro_batch, layer of the last record (no arrays)
+  bool closed_ = false;
+
+  void write_bytes(const std::uint8_t* data, std::size_t n);
 };
 
 }  // namespace epsim

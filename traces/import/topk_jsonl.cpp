@@ -1,0 +1,238 @@
+#include "traces/import/topk_jsonl.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sim/core/input_error.hpp"
+#include "traces/format/rank_slices.hpp"
+#include "traces/format/trace_writer.hpp"
+#include "traces/import/json_error_text.hpp"
+
+namespace epsim {
+
+namespace {
+
+using nlohmann::json;
+
+struct JsonlHeader {
+  std::uint32_t experts = 0, top_k = 0, ranks = 0;  ///< ranks 0 = not stated
+  std::vector<std::uint32_t> layer_ids;             ///< empty = not stated
+  std::string provenance;
+};
+
+struct TokenLine {
+  std::uint32_t step = 0, micro_batch = 0, layer_id = 0;
+  bool has_src = false;
+  std::uint32_t src_rank = 0;
+  std::vector<std::uint16_t> experts;
+};
+
+/// Reads the file line by line, skipping blank lines, parsing each as one JSON object.
+class JsonlLines {
+ public:
+  explicit JsonlLines(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    if (!in_) throw InputError(path, "", std::string("cannot open: ") + std::strerror(errno));
+  }
+  bool next(json& out) {
+    std::string line;
+    while (std::getline(in_, line)) {
+      ++line_no_;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        out = json::parse(line);
+      } catch (const json::parse_error& e) {
+        throw InputError(path_, place() + ", column " + std::to_string(e.byte == 0 ? 1 : e.byte),
+                         "invalid JSON: " + json_error_reason(e));
+      }
+      if (!out.is_object()) fail("expected one JSON object per line");
+      return true;
+    }
+    if (in_.bad()) fail("read error");
+    return false;
+  }
+  const std::string& path() const { return path_; }
+  std::string place() const { return "line " + std::to_string(line_no_); }
+  [[noreturn]] void fail(const std::string& message) const { throw InputError(path_, place(), message); }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t line_no_ = 0;
+};
+
+std::uint32_t get_u32(const JsonlLines& lines, const json& obj, const char* key, std::uint64_t max) {
+  const json& v = obj.at(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > max)
+    lines.fail(std::string("\"") + key + "\" must be an integer between 0 and " + std::to_string(max));
+  return v.get<std::uint32_t>();
+}
+
+JsonlHeader parse_header(JsonlLines& lines) {
+  json h;
+  if (!lines.next(h)) throw InputError(lines.path(), "", "empty file: expected the epsim-topk-jsonl header line");
+  if (!h.contains("format") || h.at("format") != "epsim-topk-jsonl")
+    lines.fail("the first line must be the header {\"format\":\"epsim-topk-jsonl\",\"version\":1,...}");
+  if (!h.contains("version") || h.at("version") != 1)
+    lines.fail("unsupported epsim-topk-jsonl version (this epsim reads version 1)");
+  for (const char* key : {"num_experts", "top_k"})
+    if (!h.contains(key)) lines.fail(std::string("the header lacks \"") + key + "\"");
+  JsonlHeader out;
+  out.experts = get_u32(lines, h, "num_experts", 65536);
+  out.top_k = get_u32(lines, h, "top_k", 1024);
+  if (out.experts < 1 || out.top_k < 1 || out.top_k > out.experts)
+    lines.fail("the header needs 1 <= top_k <= num_experts");
+  if (h.contains("num_ranks")) {
+    out.ranks = get_u32(lines, h, "num_ranks", 65536);
+    if (out.ranks < 1) lines.fail("\"num_ranks\" must be at least 1");
+  }
+  if (h.contains("layer_ids")) {
+    const json& ids = h.at("layer_ids");
+    if (!ids.is_array() || ids.empty()) lines.fail("\"layer_ids\" must be a non-empty array of integers");
+    for (const json& v : ids) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > 0xffffffffull)
+        lines.fail("\"layer_ids\" must hold integers >= 0");
+      out.layer_ids.push_back(v.get<std::uint32_t>());
+    }
+    std::vector<std::uint32_t> sorted = out.layer_ids;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) lines.fail("\"layer_ids\" repeats an id");
+  }
+  if (h.contains("provenance") && h.at("provenance").is_string()) out.provenance = h.at("provenance");
+  return out;
+}
+
+void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h, TokenLine& out) {
+  out.step = obj.contains("step") ? get_u32(lines, obj, "step", 0xffffffffull) : 0;
+  out.micro_batch = obj.contains("micro_batch") ? get_u32(lines, obj, "micro_batch", 0xffffffffull) : 0;
+  if (!obj.contains("layer")) lines.fail("the token lacks \"layer\"");
+  out.layer_id = get_u32(lines, obj, "layer", 0xffffffffull);
+  out.has_src = obj.contains("src_rank");
+  if (out.has_src) out.src_rank = get_u32(lines, obj, "src_rank", 0xffffffffull);
+  if (!obj.contains("experts") || !obj.at("experts").is_array())
+    lines.fail("the token lacks \"experts\" (an array of " + std::to_string(h.top_k) + " expert ids)");
+  const json& ids = obj.at("experts");
+  if (ids.size() != h.top_k)
+    lines.fail("\"experts\" has " + std::to_string(ids.size()) + " ids, the header's top_k is " +
+               std::to_string(h.top_k));
+  out.experts.clear();
+  for (const json& v : ids) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() >= h.experts)
+      lines.fail("expert id " + v.dump() + " is not an integer in [0, num_experts = " + std::to_string(h.experts) +
+                 ")");
+    const std::uint16_t e = static_cast<std::uint16_t>(v.get<std::uint32_t>());
+    if (std::find(out.experts.begin(), out.experts.end(), e) != out.experts.end())
+      lines.fail("expert " + std::to_string(e) + " appears twice in \"experts\"");
+    out.experts.push_back(e);
+  }
+}
+
+}  // namespace
+
+void import_topk_jsonl(const std::string& path, std::uint32_t ranks, const std::string& out_path, bool overwrite) {
+  // Pass 1: the header, the layer ids and whether tokens carry src_rank.
+  std::vector<std::uint32_t> layer_ids;
+  bool any_src = false;
+  JsonlHeader h;
+  {
+    JsonlLines lines(path);
+    h = parse_header(lines);
+    std::set<std::uint32_t> seen;
+    json obj;
+    TokenLine token;
+    bool first = true;
+    while (lines.next(obj)) {
+      parse_token(lines, obj, h, token);
+      if (first) any_src = token.has_src;
+      if (token.has_src != any_src)
+        lines.fail("\"src_rank\" must be given on every token or on none (the first token " +
+                   std::string(any_src ? "has" : "lacks") + " it)");
+      first = false;
+      seen.insert(token.layer_id);
+    }
+    if (first) lines.fail("no token lines after the header");
+    layer_ids = h.layer_ids.empty() ? std::vector<std::uint32_t>(seen.begin(), seen.end()) : h.layer_ids;
+  }
+  if (ranks != 0 && h.ranks != 0 && ranks != h.ranks)
+    throw InputError(
+        path, "line 1",
+        "the header's num_ranks " + std::to_string(h.ranks) + " differs from --ranks " + std::to_string(ranks));
+  const std::uint32_t num_ranks = ranks != 0 ? ranks : h.ranks;
+  if (num_ranks == 0)
+    throw InputError(path, "line 1",
+                     "the number of source ranks is unknown: pass --ranks or put num_ranks in the header");
+  std::map<std::uint32_t, std::uint32_t> layer_index;
+  for (std::uint32_t i = 0; i < layer_ids.size(); ++i) layer_index[layer_ids[i]] = i;
+
+  TraceHeader header;
+  header.num_ranks = num_ranks;
+  header.num_experts = h.experts;
+  header.top_k = h.top_k;
+  header.num_layers = static_cast<std::uint32_t>(layer_ids.size());
+  header.layer_ids = layer_ids;
+  header.has_token_ids = true;
+  header.source_format = "topk-jsonl";
+  header.provenance = (h.provenance.empty() ? std::string() : h.provenance + "; ") +
+                      "imported by epsim trace import topk-jsonl from " +
+                      std::filesystem::path(path).filename().string();
+  header.rank_assignment = any_src ? "recorded: every token carries its source rank (src_rank)"
+                                   : contiguous_slices_text(num_ranks) + " (the recording has no source ranks)";
+
+  // Pass 2: one record per group of contiguous tokens.
+  TraceWriter writer(out_path, header, overwrite);
+  JsonlLines lines(path);
+  parse_header(lines);
+  TraceRecord record;
+  bool open = false;
+  const auto flush = [&]() {
+    const std::size_t n = record.token_src_rank.size();
+    record.counts.assign(static_cast<std::size_t>(num_ranks) * h.experts, 0);
+    for (std::size_t t = 0; t < n; ++t) {
+      if (!any_src) record.token_src_rank[t] = contiguous_slice_rank(t, n, num_ranks);
+      for (std::uint32_t j = 0; j < h.top_k; ++j)
+        ++record.counts[static_cast<std::size_t>(record.token_src_rank[t]) * h.experts +
+                        record.token_experts[t * h.top_k + j]];
+    }
+    writer.write(record);
+  };
+  json obj;
+  TokenLine token;
+  while (lines.next(obj)) {
+    parse_token(lines, obj, h, token);
+    const auto it = layer_index.find(token.layer_id);
+    if (it == layer_index.end())
+      lines.fail("layer " + std::to_string(token.layer_id) + " is not in the header's layer_ids");
+    if (token.has_src && token.src_rank >= num_ranks)
+      lines.fail("src_rank " + std::to_string(token.src_rank) + " is not below the number of ranks " +
+                 std::to_string(num_ranks));
+    const auto key = std::make_tuple(token.step, token.micro_batch, it->second);
+    const auto current = std::make_tuple(record.step, record.micro_batch, record.layer);
+    if (!open || key != current) {
+      if (open && key < current)
+        lines.fail("token of (step " + std::to_string(token.step) + ", micro_batch " +
+                   std::to_string(token.micro_batch) + ", layer " + std::to_string(token.layer_id) +
+                   ") after a later group: the tokens of one (step, micro_batch, layer) must be contiguous "
+                   "and the groups in increasing order (layers in layer_ids order)");
+      if (open) flush();
+      record.step = token.step;
+      record.micro_batch = token.micro_batch;
+      record.layer = it->second;
+      record.token_src_rank.clear();
+      record.token_experts.clear();
+      open = true;
+    }
+    record.token_src_rank.push_back(token.src_rank);
+    record.token_experts.insert(record.token_experts.end(), token.experts.begin(), token.experts.end());
+  }
+  if (open) flush();
+  writer.close();
+}
+
+}  // namespace epsim
