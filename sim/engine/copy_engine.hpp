@@ -24,10 +24,27 @@ class CopyEngine {
 
   std::size_t queued() const;  ///< copies waiting or running
   Time_ps busy_ps() const;     ///< total time the engine had a copy in progress
-  double bytes_copied() const;
+  double bytes_copied() const;  ///< bytes of the copies that have completed
 
  private:
-  // Implementation's choice.
+  struct Copy {
+    std::vector<LinkId> links;
+    double bytes;
+    DoneCallback on_done;
+  };
+
+  void start_head();
+  void finish_head(Time_ps started_ps, Time_ps ended_ps);
+
+  EventQueue& queue_;
+  FlowNetwork& network_;
+  Time_ps fixed_cost_ps_;
+  double bw_GBps_;
+  std::deque<Copy> copies_;  ///< front() is in progress while running_
+  bool running_ = false;
+  Time_ps running_since_ps_ = 0;
+  Time_ps busy_ps_ = 0;  ///< finished copies only
+  double bytes_copied_ = 0;
 };
 
 }  // namespace epsim

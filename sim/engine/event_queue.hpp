@@ -42,7 +42,38 @@ class EventQueue {
   std::uint64_t events_run() const { return events_run_; }
 
  private:
-  // Implementation's choice: an indexed binary heap with a handle -> heap position map.
+  // A handle packs (generation << 32) | (slot + 1): the slot addresses the action and its heap
+  // position in O(1) without a hash map, and the generation, bumped whenever a slot is freed, makes a
+  // stale handle (already run or cancelled) fail every lookup even after the slot is reused.
+  struct Slot {
+    Action action;
+    std::uint32_t generation = 1;
+    std::int32_t heap_pos = -1;  ///< -1 when the slot is free
+  };
+  // Heap entries carry the ordering key inline so that sifting never touches the slots' actions.
+  struct Entry {
+    Time_ps at_ps;
+    std::uint64_t seq;
+    std::uint32_t slot;
+  };
+
+  static bool before(const Entry& a, const Entry& b) {
+    return a.at_ps != b.at_ps ? a.at_ps < b.at_ps : a.seq < b.seq;
+  }
+  /// Slot of a pending handle, or -1.
+  std::int64_t pending_slot(Handle handle) const;
+  void check_not_past(Time_ps at_ps) const;
+  void place(std::size_t pos, const Entry& entry);
+  void sift_up(std::size_t pos);
+  void sift_down(std::size_t pos);
+  /// Removes the entry at heap position `pos` and frees its slot (the action is left to the caller).
+  void erase_at(std::size_t pos);
+  void free_slot(std::uint32_t slot);
+
+  std::vector<Entry> heap_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;  ///< reused LIFO, deterministic
+  std::uint64_t next_seq_ = 0;
   Time_ps now_ps_ = 0;
   std::uint64_t events_run_ = 0;
 };

@@ -44,8 +44,11 @@ class FlowNetwork {
   FlowId start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
                     double rate_cap_GBps, DoneCallback on_done);
 
-  /// Current rate of an active flow in GB/s (0 while it is still in its latency phase).
+  /// Current rate of an active flow in GB/s (0 while it is still in its latency phase, and for a
+  /// finished or unknown id). Rates are re-solved by an event at the current time, once for all the
+  /// changes of that instant: a flow that entered its transfer phase reads 0 until that event ran.
   double flow_rate_GBps(FlowId flow) const;
+  /// Flows started and not yet completed (latency and transfer phases).
   std::size_t active_flows() const;
 
   /// Bytes that have crossed `link` so far (for utilisation = bytes / (capacity * time)).
@@ -54,7 +57,127 @@ class FlowNetwork {
   Time_ps link_busy_ps(LinkId link) const;
 
  private:
-  // Implementation's choice.
+  enum class FlowState : std::uint8_t { kFree, kLatency, kTransfer };
+
+  /// One link a flow crosses.
+  struct Hop {
+    LinkId link;
+    std::int32_t pos;  ///< index of this hop in the link's flow list
+  };
+  /// What the solver does not touch.
+  struct Flow {
+    DoneCallback on_done;
+    std::uint32_t hop_begin = 0;     ///< this slot's segment of hop_pool_
+    std::uint32_t hop_capacity = 0;
+    double bytes = 0;
+    double remaining_bytes = 0;  ///< as of last_update_ps
+    Time_ps started_ps = 0;
+    Time_ps last_update_ps = 0;
+    EventQueue::Handle event = 0;  ///< end of latency, then completion
+    std::uint32_t generation = 1;
+    FlowState state = FlowState::kFree;
+  };
+  /// What the solver reads for every flow it meets, packed apart from the rest for the cache.
+  struct FlowHot {
+    double rate = 0;      ///< bytes per ps
+    double cap = 0;       ///< bytes per ps, +inf when uncapped
+    double new_rate = 0;  ///< solver output
+    std::uint32_t mark = 0;
+    /// Bottleneck hops, +1 when the flow runs at its cap: 0 means nothing justifies its rate.
+    std::int32_t bottlenecks = 0;
+    std::uint32_t hop_begin = 0;  ///< copy of Flow::hop_begin, to reach the hops in one step
+    std::uint16_t hop_count = 0;
+    bool frozen = false;
+    bool at_cap = false;
+  };
+  /// A flow's hops, contiguous in hop_pool_.
+  struct HopSpan {
+    Hop* first;
+    Hop* last;
+    Hop* begin() const { return first; }
+    Hop* end() const { return last; }
+    bool empty() const { return first == last; }
+  };
+  /// A flow on a link's list.
+  struct FlowRef {
+    std::int32_t flow;  ///< slot
+    std::int32_t hop;   ///< index into that flow's hops
+    /// The link is saturated and this flow has the largest rate on it: the link justifies the
+    /// flow's rate in the max-min sense.
+    bool bottleneck;
+  };
+  struct Link {
+    std::string name;
+    double capacity_GBps = 0;
+    double capacity = 0;          ///< bytes per ps
+    std::vector<FlowRef> flows;   ///< flows in their transfer phase
+    double load = 0;              ///< sum of their rates, bytes per ps
+    double bytes = 0;             ///< carried up to bytes_at_ps
+    Time_ps bytes_at_ps = 0;
+    Time_ps busy_ps = 0;          ///< closed busy periods
+    Time_ps busy_since_ps = 0;    ///< start of the open one, if any flow is on the link
+    bool saturated = false;
+    // Solver scratch.
+    std::uint32_t mark = 0;   ///< == epoch: a constraining link of the current solve
+    std::uint32_t watch = 0;  ///< == epoch: an unsaturated link some re-solved flow crosses
+    int unfrozen = 0;
+    double residual = 0;
+    double watch_load = 0;
+  };
+  /// Progressive-filling agenda entry: a lower bound on the level at which a link saturates
+  /// (id >= 0), or the level at which a flow reaches its cap (id = ~slot).
+  struct Level {
+    double level;
+    std::int32_t id;
+  };
+
+  HopSpan hops(std::int32_t slot);
+  const Flow* find(FlowId id) const;
+  FlowId id_of(std::int32_t slot) const;
+  const Link& link_at(LinkId link) const;
+  void advance(Link& link);
+
+  void end_latency(std::int32_t slot);
+  void enter_transfer(std::int32_t slot);
+  void complete(std::int32_t slot);
+  void detach(std::int32_t slot);
+  void release(std::int32_t slot);
+  void set_rate(std::int32_t slot, double rate);
+  void schedule_completion(std::int32_t slot);
+  void request_solve();
+  void solve();
+  void collect_region(double threshold);
+  void add_to_region(std::int32_t slot);
+  bool fill_region();
+  void freeze(std::int32_t slot, double rate);
+  bool watched_links_fit();
+  void refresh_bottlenecks();
+
+  EventQueue& queue_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::vector<FlowHot> hot_;  ///< parallel to flows_
+  /// Hops of all flows, a segment per slot (reused by the slot's next flows while they fit), so that
+  /// the solver reaches them without a separate allocation per flow.
+  std::vector<Hop> hop_pool_;
+  std::vector<std::int32_t> free_flows_;
+  std::size_t active_ = 0;
+
+  // Changes since the last solve, which runs once per timestamp as an event at now().
+  EventQueue::Handle solve_event_ = 0;
+  /// Links that gained a flow, or lost one while saturated.
+  std::vector<LinkId> seeds_;
+  std::vector<std::int32_t> roots_;    ///< flows that entered, or lost their last bottleneck
+  bool arrivals_ = false;              ///< some flow entered its transfer phase
+  double removed_min_rate_ = std::numeric_limits<double>::infinity();  ///< smallest rate that left
+
+  // Solver scratch, kept to avoid reallocations.
+  std::uint32_t epoch_ = 0;
+  std::vector<LinkId> forced_;               ///< links constraining the solve whatever their state
+  std::vector<LinkId> region_links_;         ///< constraining links
+  std::vector<std::int32_t> region_flows_;   ///< flows being re-solved
+  std::vector<LinkId> watch_links_;
+  std::vector<Level> agenda_;
 };
 
 }  // namespace epsim

@@ -2,6 +2,7 @@
 // (planner runs, device-to-host waits, kernel launches issued by one thread).
 #pragma once
 
+#include <deque>
 #include <functional>
 
 #include "sim/engine/event_queue.hpp"
@@ -18,7 +19,19 @@ class HostCpu {
   Time_ps busy_ps() const;
 
  private:
-  // Implementation's choice.
+  struct Task {
+    Time_ps duration_ps;
+    DoneCallback on_done;
+  };
+
+  void start_head();
+  void finish_head();
+
+  EventQueue& queue_;
+  std::deque<Task> tasks_;  ///< front() runs while running_
+  bool running_ = false;
+  Time_ps started_ps_ = 0;
+  Time_ps busy_ps_ = 0;  ///< finished tasks only
 };
 
 }  // namespace epsim

@@ -5,6 +5,8 @@
 // (S - k) / S of that speed, and its completion is rescheduled whenever k changes.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <functional>
 
 #include "sim/engine/event_queue.hpp"
@@ -33,7 +35,29 @@ class SmPool {
   Time_ps compute_busy_ps() const;  ///< time the compute stream had a kernel running
 
  private:
-  // Implementation's choice.
+  struct Kernel {
+    Time_ps work_ps;
+    DoneCallback on_done;
+  };
+
+  void start_head();
+  /// Brings the running kernel's remaining work up to now() at the current SM share.
+  void progress();
+  void schedule_end();
+  void finish_head();
+
+  EventQueue& queue_;
+  int total_sms_;
+  int held_sms_ = 0;
+  std::deque<Kernel> kernels_;  ///< front() runs while running_
+  bool running_ = false;
+  Time_ps started_ps_ = 0;
+  // Remaining work of the running kernel in SM-picoseconds (work_ps * total_sms): progress over dt
+  // with k SMs held is exactly dt * (total - k), so completion times need no floating point.
+  std::int64_t remaining_sm_ps_ = 0;
+  Time_ps last_update_ps_ = 0;
+  EventQueue::Handle end_event_ = 0;
+  Time_ps busy_ps_ = 0;  ///< finished kernels only
 };
 
 }  // namespace epsim

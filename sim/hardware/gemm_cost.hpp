@@ -15,16 +15,14 @@
 
 namespace epsim {
 
-enum class GemmPass { forward, data_grad, weight_grad };
-
 class GemmCost {
  public:
   GemmCost(const HardwareSpec& hw, const ModelSpec& model);
 
-  /// Time of one grouped GEMM over experts with `tokens_per_expert` rows each, for `pass`.
-  /// `ffn_size` is the expert's intermediate size (routed or shared expert).
-  Time_ps grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, GemmPass pass,
-                          int ffn_size) const;
+  /// Time of one grouped GEMM over experts with `tokens_per_expert` rows each. `ffn_size` is the
+  /// expert's intermediate size (routed or shared expert). The forward, data-gradient and
+  /// weight-gradient GEMMs have the same FLOPs and HBM bytes in this model, so one function serves all.
+  Time_ps grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const;
   /// Efficiency curve value for `padded_tokens` rows.
   double efficiency(double padded_tokens) const;
   std::int64_t padded(std::int64_t tokens) const;

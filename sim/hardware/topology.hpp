@@ -4,6 +4,7 @@
 // in that graph; the EP backend's inter-node route can forward over the rail (DeepEP).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -15,7 +16,9 @@ namespace epsim {
 class Topology {
  public:
   /// Builds the graph for the first `num_gpus` GPUs of `hw` (filling nodes in order) and adds its
-  /// links to `network`. Requires 0 < num_gpus <= hw.total_gpus().
+  /// links to `network`. Requires 0 < num_gpus <= hw.total_gpus(), NVLink bandwidth when a node holds
+  /// two GPUs or more, and IB bandwidth and internode_route "rail_forward" or "direct" when there are
+  /// two nodes or more (std::invalid_argument otherwise). PCIe links exist where their bandwidth > 0.
   Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network);
 
   int num_gpus() const;
@@ -24,6 +27,8 @@ class Topology {
   int node_of(int gpu) const;
   bool same_node(int a, int b) const { return node_of(a) == node_of(b); }
 
+  /// Per-GPU links. std::out_of_range for a GPU outside the topology, std::logic_error for a link
+  /// whose fabric has no bandwidth configured (e.g. no IB on a single node).
   LinkId nvlink_out(int gpu) const;
   LinkId nvlink_in(int gpu) const;
   LinkId nic_out(int gpu) const;
@@ -42,7 +47,37 @@ class Topology {
   Time_ps ep_latency_ps(int src, int dst) const;
 
  private:
-  // Implementation's choice (a boost::adjacency_list with edge -> LinkId).
+  // The boost::adjacency_list lives only inside the constructor: routes are read from BFS trees
+  // computed there, so Boost stays out of this header and queries are O(route length).
+  // Memory: two predecessor arrays of (vertices) int32 per GPU, i.e. O(N^2) small ints (about
+  // 10 MB at 1024 GPUs, 40 KB at 64).
+  enum class Fabric : std::uint8_t { kNvlink, kInfiniband, kPcie };
+  struct Edge {
+    int source_vertex;
+    LinkId link;
+    Fabric fabric;
+  };
+
+  void check_gpu(int gpu) const;
+  LinkId present(const std::vector<LinkId>& links, int gpu, const char* what) const;
+  /// Links along the BFS tree `pred` (one row per source GPU) from `src` to vertex `dst`.
+  std::vector<LinkId> tree_route(const std::vector<std::int32_t>& pred, int src, int dst) const;
+  /// GPU that rail_forward forwards through for an inter-node pair, or -1 when the message goes
+  /// direct (route "direct", or that GPU is not part of this topology).
+  int rail_peer(int src, int dst) const;
+
+  int num_gpus_ = 0;
+  int gpus_per_node_ = 0;
+  int num_nodes_ = 0;
+  int num_vertices_ = 0;
+  bool rail_forward_ = false;
+  Time_ps nvlink_latency_ps_ = 0;
+  Time_ps ib_latency_ps_ = 0;
+  // Per GPU; -1 where the fabric has no bandwidth configured (see the constructor).
+  std::vector<LinkId> nvlink_out_, nvlink_in_, nic_out_, nic_in_, pcie_h2d_, pcie_d2h_;
+  std::vector<Edge> edges_;
+  /// [src * num_vertices_ + v]: index in edges_ of the tree edge into v from src, -1 if unreachable.
+  std::vector<std::int32_t> nvlink_pred_, ib_pred_;
 };
 
 }  // namespace epsim

@@ -1,0 +1,35 @@
+#include "sim/balancers/static_ep.hpp"
+
+#include "sim/balancers/placement.hpp"
+
+namespace epsim {
+
+Plan StaticEp::plan(const TraceRecord& record, const BalancerContext& context) {
+  const int n = context.num_gpus;
+  const int experts = context.model->num_experts;
+  Plan plan;
+  plan.balancer = "static_ep";
+  plan.step = record.step;
+  plan.micro_batch = record.micro_batch;
+  plan.layer = record.layer;
+  plan.num_gpus = n;
+  plan.gemm_order.resize(n);
+  for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
+  // Instance i is expert i: the plan's instance list is the placement itself.
+  for (int e = 0; e < experts; ++e) {
+    const int gpu = home_gpu(e, experts, n, context.placement);
+    plan.instances.push_back({e, gpu, InstanceKind::static_expert});
+    plan.gemm_order[gpu].front().instances.push_back(e);
+  }
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      const std::uint32_t c = record.count(s, e, experts);
+      if (c == 0) continue;
+      const Carrier carrier = plan.instances[e].gpu == s ? Carrier::none : Carrier::ep_backend;
+      plan.routes.push_back({s, e, static_cast<std::int64_t>(c), carrier});
+    }
+  }
+  return plan;
+}
+
+}  // namespace epsim

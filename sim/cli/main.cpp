@@ -1,0 +1,49 @@
+// epsim: predicts and explains the stragglers of MoE expert-parallel training.
+#include <boost/program_options/errors.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "sim/cli/commands.hpp"
+#include "sim/core/input_error.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: epsim COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  run EXPERIMENT.yaml     replay a trace through the cluster model; write metrics, timeline, summary\n"
+    "  trace show|stats FILE   inspect a binary gating trace\n"
+    "  trace import KIND ...   convert a recording (flame-csv, olmoe-counts, topk-jsonl)\n"
+    "  trace generate ...      make a synthetic trace (uniform, zipf, lognormal; skew and drift)\n"
+    "  balancers               list the load balancers\n"
+    "\n"
+    "`epsim COMMAND --help` describes each command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (command == "run") return epsim::run_command(args);
+    if (command == "trace") return epsim::trace_command(args);
+    if (command == "balancers") return epsim::balancers_command(args);
+    std::cerr << "epsim: error: unknown command '" << command << "'\n\n" << kUsage;
+    return 2;
+  } catch (const epsim::InputError& e) {
+    std::cerr << "epsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "epsim: error: command line: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "epsim: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,142 @@
+// epsim run EXPERIMENT.yaml: replays the experiment's trace and writes metrics.csv, gpus.csv,
+// timeline.json and summary.txt into the output folder, printing the summary on stdout.
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "sim/balancers/placement.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/config/loaders.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/plan/plan_json.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/report/output_folder.hpp"
+#include "sim/report/perfetto_writer.hpp"
+#include "sim/report/run_summary.hpp"
+
+namespace po = boost::program_options;
+
+namespace epsim {
+
+namespace {
+
+std::string join(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + cells[i];
+  return out;
+}
+
+std::string fmt(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node) {
+  const std::vector<std::int64_t> load = o.plan.tokens_per_gpu();
+  for (int g = 0; g < o.plan.num_gpus; ++g) {
+    const double total_ps = static_cast<double>(std::max<Time_ps>(1, o.result.layer_ps()));
+    out << join({std::to_string(o.record.step), std::to_string(o.record.micro_batch), std::to_string(o.record.layer),
+                 std::to_string(g), std::to_string(g / gpus_per_node), std::to_string(load[g]),
+                 fmt(ps_to_us(o.result.routed_gemm_fwd_ps[g])), fmt(ps_to_us(o.result.gemm_finish_fwd_ps[g])),
+                 fmt(o.result.compute_busy_ps[g] / total_ps), fmt(o.result.nvlink_out_util[g]),
+                 fmt(o.result.nic_out_util[g]), fmt(o.result.copy_engine_busy_ps[g] / total_ps)})
+        << "\n";
+  }
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+  std::string experiment_path, output_override;
+  bool overwrite = false, quiet = false, write_plans = false;
+  int max_records = -1, timeline_records = -1;
+  po::options_description options("epsim run EXPERIMENT.yaml [options]");
+  options.add_options()
+      ("help,h", "show this help")
+      ("experiment", po::value(&experiment_path), "experiment YAML file")
+      ("output,o", po::value(&output_override), "output folder (default: the experiment's `output`)")
+      ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
+      ("max-records", po::value(&max_records), "replay at most N records (0 = all; default: the experiment's)")
+      ("timeline-records", po::value(&timeline_records), "records drawn in timeline.json (default: the experiment's)")
+      ("write-plans", po::bool_switch(&write_plans), "also write every Plan to plans.jsonl")
+      ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  if (experiment_path.empty()) throw InputError("command line", "", "missing EXPERIMENT.yaml (see epsim run --help)");
+
+  ExperimentSpec spec = load_experiment(experiment_path);
+  if (!output_override.empty()) spec.output_dir = output_override;
+  if (max_records >= 0) spec.max_records = max_records;
+  if (timeline_records >= 0) spec.timeline_records = timeline_records;
+
+  OutputFolder folder(spec.output_dir, overwrite);
+  std::ofstream metrics_csv(folder.path("metrics.csv"));
+  std::ofstream gpus_csv(folder.path("gpus.csv"));
+  std::ofstream plans;
+  if (write_plans) plans.open(folder.path("plans.jsonl"));
+  PerfettoWriter timeline(folder.path("timeline.json"), spec.ep_degree, spec.hardware.gpus_per_node);
+  metrics_csv << "balancer," << join(layer_metric_names()) << "\n";
+  gpus_csv << "step,micro_batch,layer,gpu,node,tokens,gemm_fwd_us,gemm_finish_fwd_us,compute_util,"
+              "nvlink_out_util,nic_out_util,copy_engine_util\n";
+
+  RunSummary summary(spec.ep_degree);
+  Time_ps timeline_offset_ps = 0;
+  std::size_t drawn = 0;
+  const TraceHeader* header_seen = nullptr;
+  TraceHeader header_copy;
+  replay(spec, [&](const LayerOutcome& o) {
+    if (!header_seen) {
+      header_copy = o.header;
+      header_seen = &header_copy;
+    }
+    metrics_csv << spec.balancer.name << "," << join(layer_metric_values(o.metrics)) << "\n";
+    write_gpu_rows(gpus_csv, o, spec.hardware.gpus_per_node);
+    if (write_plans) plans << plan_to_json(o.plan).dump() << "\n";
+    if (drawn < static_cast<std::size_t>(spec.timeline_records)) {
+      timeline.add(o.result.timeline, timeline_offset_ps,
+                   "step " + std::to_string(o.record.step) + " mb " + std::to_string(o.record.micro_batch) +
+                       " layer " + std::to_string(o.metrics.layer_id));
+      // Layers are simulated independently; the timeline lays them end to end with a 10 us gap.
+      timeline_offset_ps += o.result.layer_ps() + 10 * kPsPerUs;
+      ++drawn;
+    }
+    summary.add(o.metrics);
+  });
+  timeline.close();
+
+  std::ostringstream text;
+  const int nodes = (spec.ep_degree + spec.hardware.gpus_per_node - 1) / spec.hardware.gpus_per_node;
+  text << "epsim run: " << spec.name << " (" << spec.source_file << ")\n";
+  if (header_seen)
+    text << "  trace     " << spec.trace_path << " (" << header_copy.source_format << ", "
+         << header_copy.num_ranks << " ranks, " << header_copy.num_experts << " experts, top-" << header_copy.top_k
+         << ", " << summary.records() << " records replayed)\n";
+  text << "  model     " << spec.model.name << "   hardware " << spec.hardware.name << " (" << nodes
+       << (nodes == 1 ? " node" : " nodes") << " x " << spec.hardware.gpus_per_node << " GPUs)\n";
+  text << "  EP " << spec.ep_degree << ", " << to_string(spec.placement) << " placement, balancer "
+       << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n\n";
+  summary.print(text);
+  // summary.txt holds only what the inputs determine, so equal inputs give equal files wherever they go.
+  std::ofstream(folder.path("summary.txt")) << text.str();
+  text << "\n  outputs: " << spec.output_dir << "/{metrics.csv,gpus.csv,timeline.json,summary.txt"
+       << (write_plans ? ",plans.jsonl" : "") << "}\n";
+
+  for (std::ofstream* f : {&metrics_csv, &gpus_csv}) {
+    f->close();
+    if (!*f) throw InputError(spec.output_dir, "", "error while writing results");
+  }
+  folder.commit();
+  if (!quiet) std::cout << text.str();
+  return 0;
+}
+
+}  // namespace epsim

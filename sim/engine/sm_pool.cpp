@@ -1,0 +1,85 @@
+#include "sim/engine/sm_pool.hpp"
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace epsim {
+
+SmPool::SmPool(EventQueue& queue, int total_sms) : queue_(queue), total_sms_(total_sms) {
+  if (total_sms <= 0) throw std::invalid_argument("SmPool: total_sms must be > 0");
+}
+
+int SmPool::total_sms() const { return total_sms_; }
+int SmPool::held_sms() const { return held_sms_; }
+
+void SmPool::acquire(int sms) {
+  // At least one SM must stay with the compute stream, or a running GEMM would never finish.
+  if (sms < 0 || held_sms_ + sms >= total_sms_) {
+    throw std::logic_error("SmPool: acquiring " + std::to_string(sms) + " SMs with " + std::to_string(held_sms_) +
+                           " of " + std::to_string(total_sms_) + " held");
+  }
+  if (sms == 0) return;
+  progress();
+  held_sms_ += sms;
+  if (running_) schedule_end();
+}
+
+void SmPool::release(int sms) {
+  if (sms < 0 || sms > held_sms_) {
+    throw std::logic_error("SmPool: releasing " + std::to_string(sms) + " SMs with " + std::to_string(held_sms_) +
+                           " held");
+  }
+  if (sms == 0) return;
+  progress();
+  held_sms_ -= sms;
+  if (running_) schedule_end();
+}
+
+void SmPool::submit(Time_ps work_ps, DoneCallback on_done) {
+  if (work_ps < 0 || work_ps > std::numeric_limits<std::int64_t>::max() / total_sms_) {
+    throw std::invalid_argument("SmPool: kernel work out of range");
+  }
+  kernels_.push_back(Kernel{work_ps, std::move(on_done)});
+  if (!running_) start_head();
+}
+
+Time_ps SmPool::compute_busy_ps() const { return busy_ps_ + (running_ ? queue_.now_ps() - started_ps_ : 0); }
+
+void SmPool::start_head() {
+  running_ = true;
+  started_ps_ = queue_.now_ps();
+  last_update_ps_ = started_ps_;
+  remaining_sm_ps_ = kernels_.front().work_ps * total_sms_;
+  schedule_end();
+}
+
+void SmPool::progress() {
+  if (!running_) return;
+  const Time_ps now = queue_.now_ps();
+  remaining_sm_ps_ -= (now - last_update_ps_) * (total_sms_ - held_sms_);
+  if (remaining_sm_ps_ < 0) remaining_sm_ps_ = 0;
+  last_update_ps_ = now;
+}
+
+void SmPool::schedule_end() {
+  const std::int64_t free_sms = total_sms_ - held_sms_;
+  const Time_ps at = queue_.now_ps() + (remaining_sm_ps_ + free_sms - 1) / free_sms;  // rounded up
+  if (end_event_ != 0 && queue_.reschedule(end_event_, at)) return;
+  end_event_ = queue_.schedule(at, [this] { finish_head(); });
+}
+
+void SmPool::finish_head() {
+  const Time_ps ended_ps = queue_.now_ps();
+  const Time_ps started_ps = started_ps_;
+  Kernel done = std::move(kernels_.front());
+  kernels_.pop_front();
+  busy_ps_ += ended_ps - started_ps;
+  running_ = false;
+  end_event_ = 0;
+  if (!kernels_.empty()) start_head();
+  if (done.on_done) done.on_done(started_ps, ended_ps);
+}
+
+}  // namespace epsim

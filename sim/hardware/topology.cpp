@@ -1,0 +1,189 @@
+#include "sim/hardware/topology.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+
+namespace epsim {
+
+namespace {
+
+struct EdgeProps {
+  int edge = -1;  // index into Topology::edges_
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProps>;
+using GraphEdge = boost::graph_traits<Graph>::edge_descriptor;
+
+// Keeps the edges of one fabric, so that a route inside a node can only use NVLink and a route
+// between nodes only InfiniBand.
+template <typename Fabric, typename Edge>
+struct FabricOnly {
+  const Graph* graph = nullptr;
+  const std::vector<Edge>* edges = nullptr;
+  Fabric fabric{};
+  bool operator()(const GraphEdge& e) const { return (*edges)[static_cast<std::size_t>((*graph)[e].edge)].fabric == fabric; }
+};
+
+// Records, for every vertex BFS reaches, the tree edge it was reached by.
+struct RecordTreeEdges : boost::default_bfs_visitor {
+  const Graph* graph = nullptr;
+  std::int32_t* pred = nullptr;
+  template <typename E, typename G>
+  void tree_edge(const E& e, const G& g) const {
+    pred[boost::target(e, g)] = (*graph)[e].edge;
+  }
+};
+
+}  // namespace
+
+Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
+  if (hw.gpus_per_node <= 0) throw std::invalid_argument("Topology: gpus_per_node must be > 0");
+  if (num_gpus <= 0 || num_gpus > hw.total_gpus()) {
+    throw std::invalid_argument("Topology: num_gpus " + std::to_string(num_gpus) + " outside (0, " +
+                                std::to_string(hw.total_gpus()) + "]");
+  }
+  num_gpus_ = num_gpus;
+  gpus_per_node_ = hw.gpus_per_node;
+  num_nodes_ = (num_gpus + gpus_per_node_ - 1) / gpus_per_node_;
+  // A fabric no route can use may be left without bandwidth (e.g. no InfiniBand on one node);
+  // its links are then absent and their accessors throw.
+  const bool needs_nvlink = std::min(num_gpus_, gpus_per_node_) > 1;
+  const bool needs_ib = num_nodes_ > 1;
+  if (needs_nvlink && !(hw.nvlink.port_bw_GBps > 0)) throw std::invalid_argument("Topology: nvlink.port_bw_GBps must be > 0");
+  if (needs_ib && !(hw.infiniband.nic_bw_GBps > 0)) throw std::invalid_argument("Topology: infiniband.nic_bw_GBps must be > 0");
+  if (needs_ib) {
+    const std::string& route = hw.ep_backend.internode_route;
+    if (route != "rail_forward" && route != "direct") {
+      throw std::invalid_argument("Topology: ep_backend.internode_route must be rail_forward or direct, not '" + route + "'");
+    }
+    rail_forward_ = route == "rail_forward";
+  }
+  nvlink_latency_ps_ = us_to_ps(hw.nvlink.latency_us);
+  ib_latency_ps_ = us_to_ps(hw.infiniband.latency_us);
+
+  // Vertices: GPUs [0, N), one NVSwitch per node, the IB fabric, one host per node.
+  const int switch0 = num_gpus_;
+  const int fabric = switch0 + num_nodes_;
+  const int host0 = fabric + 1;
+  num_vertices_ = host0 + num_nodes_;
+  Graph graph(static_cast<std::size_t>(num_vertices_));
+
+  const auto add = [&](int from, int to, Fabric kind, double bw_GBps, const std::string& name) -> LinkId {
+    if (!(bw_GBps > 0)) return -1;
+    const LinkId link = network.add_link(name, bw_GBps);
+    const int index = static_cast<int>(edges_.size());
+    edges_.push_back(Edge{from, link, kind});
+    boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), EdgeProps{index}, graph);
+    return link;
+  };
+  for (int g = 0; g < num_gpus_; ++g) {
+    const std::string gpu = "gpu" + std::to_string(g) + ".";
+    const int node = node_of(g);
+    nvlink_out_.push_back(add(g, switch0 + node, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_out"));
+    nvlink_in_.push_back(add(switch0 + node, g, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_in"));
+    nic_out_.push_back(add(g, fabric, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_out"));
+    nic_in_.push_back(add(fabric, g, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_in"));
+    pcie_h2d_.push_back(add(host0 + node, g, Fabric::kPcie, hw.pcie.h2d_GBps, gpu + "pcie_h2d"));
+    pcie_d2h_.push_back(add(g, host0 + node, Fabric::kPcie, hw.pcie.d2h_GBps, gpu + "pcie_d2h"));
+  }
+
+  // One BFS per source GPU and fabric; the trees answer every later route query.
+  const auto trees = [&](Fabric kind, std::vector<std::int32_t>& pred) {
+    using Filter = FabricOnly<Fabric, Edge>;
+    const boost::filtered_graph<Graph, Filter> view(graph, Filter{&graph, &edges_, kind});
+    pred.assign(static_cast<std::size_t>(num_gpus_) * static_cast<std::size_t>(num_vertices_), -1);
+    RecordTreeEdges visitor;
+    visitor.graph = &graph;
+    for (int src = 0; src < num_gpus_; ++src) {
+      visitor.pred = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
+      boost::breadth_first_search(view, static_cast<std::size_t>(src), boost::visitor(visitor));
+    }
+  };
+  trees(Fabric::kNvlink, nvlink_pred_);
+  trees(Fabric::kInfiniband, ib_pred_);
+}
+
+int Topology::num_gpus() const { return num_gpus_; }
+int Topology::num_nodes() const { return num_nodes_; }
+int Topology::gpus_per_node() const { return gpus_per_node_; }
+
+int Topology::node_of(int gpu) const {
+  check_gpu(gpu);
+  return gpu / gpus_per_node_;
+}
+
+void Topology::check_gpu(int gpu) const {
+  if (gpu < 0 || gpu >= num_gpus_) throw std::out_of_range("Topology: no GPU " + std::to_string(gpu));
+}
+
+LinkId Topology::present(const std::vector<LinkId>& links, int gpu, const char* what) const {
+  check_gpu(gpu);
+  const LinkId link = links[static_cast<std::size_t>(gpu)];
+  if (link < 0) throw std::logic_error(std::string("Topology: no ") + what + " link (zero bandwidth configured)");
+  return link;
+}
+
+LinkId Topology::nvlink_out(int gpu) const { return present(nvlink_out_, gpu, "nvlink_out"); }
+LinkId Topology::nvlink_in(int gpu) const { return present(nvlink_in_, gpu, "nvlink_in"); }
+LinkId Topology::nic_out(int gpu) const { return present(nic_out_, gpu, "nic_out"); }
+LinkId Topology::nic_in(int gpu) const { return present(nic_in_, gpu, "nic_in"); }
+LinkId Topology::pcie_h2d(int gpu) const { return present(pcie_h2d_, gpu, "pcie_h2d"); }
+LinkId Topology::pcie_d2h(int gpu) const { return present(pcie_d2h_, gpu, "pcie_d2h"); }
+
+std::vector<LinkId> Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int dst) const {
+  const std::int32_t* row = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
+  std::vector<LinkId> route;
+  for (int v = dst; v != src;) {
+    const std::int32_t e = row[v];
+    if (e < 0) throw std::logic_error("Topology: no route from GPU " + std::to_string(src) + " to vertex " + std::to_string(dst));
+    route.push_back(edges_[static_cast<std::size_t>(e)].link);
+    v = edges_[static_cast<std::size_t>(e)].source_vertex;
+  }
+  std::reverse(route.begin(), route.end());
+  return route;
+}
+
+int Topology::rail_peer(int src, int dst) const {
+  if (!rail_forward_) return -1;
+  const int peer = node_of(dst) * gpus_per_node_ + src % gpus_per_node_;
+  return peer < num_gpus_ ? peer : -1;  // a partial last node may lack that local index
+}
+
+std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
+  check_gpu(src);
+  check_gpu(dst);
+  if (src == dst || !same_node(src, dst)) {
+    throw std::invalid_argument("Topology: nvlink_route needs two distinct GPUs of one node");
+  }
+  return tree_route(nvlink_pred_, src, dst);
+}
+
+std::vector<LinkId> Topology::ep_route(int src, int dst) const {
+  check_gpu(src);
+  check_gpu(dst);
+  if (src == dst) return {};
+  if (same_node(src, dst)) return tree_route(nvlink_pred_, src, dst);
+  const int peer = rail_peer(src, dst);
+  if (peer < 0) return tree_route(ib_pred_, src, dst);
+  std::vector<LinkId> route = tree_route(ib_pred_, src, peer);
+  if (peer != dst) {
+    const std::vector<LinkId> hop = tree_route(nvlink_pred_, peer, dst);
+    route.insert(route.end(), hop.begin(), hop.end());
+  }
+  return route;
+}
+
+Time_ps Topology::ep_latency_ps(int src, int dst) const {
+  check_gpu(src);
+  check_gpu(dst);
+  if (src == dst) return 0;
+  if (same_node(src, dst)) return nvlink_latency_ps_;
+  const int peer = rail_peer(src, dst);
+  return ib_latency_ps_ + (peer >= 0 && peer != dst ? nvlink_latency_ps_ : 0);
+}
+
+}  // namespace epsim

@@ -1,0 +1,33 @@
+// The outcome of simulating one Plan (one layer of one micro-batch): its timeline and the per-GPU and
+// per-resource totals that metrics are computed from.
+#pragma once
+
+#include <vector>
+
+#include "sim/replay/timeline.hpp"
+
+namespace epsim {
+
+struct LayerResult {
+  Timeline timeline;
+  Time_ps forward_ps = 0;   ///< critical path of the forward pass
+  Time_ps backward_ps = 0;  ///< critical path of the backward pass (0 when not simulated)
+
+  // Per GPU.
+  std::vector<Time_ps> routed_gemm_fwd_ps;  ///< T_g: forward routed-expert GEMM kernel time
+  std::vector<Time_ps> gemm_finish_fwd_ps;  ///< when the GPU's last forward routed GEMM ended
+  std::vector<Time_ps> compute_busy_ps;     ///< compute stream busy, both passes
+  std::vector<Time_ps> copy_engine_busy_ps;
+  std::vector<double> nvlink_out_util;      ///< wire bytes / (capacity * layer time)
+  std::vector<double> nic_out_util;
+
+  // Bytes moved, by what they are and what carried them (payload, both passes).
+  double ep_token_bytes = 0;
+  double ce_token_bytes = 0;
+  double weight_bytes = 0;
+  double gradient_bytes = 0;
+
+  Time_ps layer_ps() const { return forward_ps + backward_ps; }
+};
+
+}  // namespace epsim

@@ -1,0 +1,82 @@
+#include "sim/replay/sim_context.hpp"
+
+#include <cmath>
+
+namespace epsim {
+
+namespace {
+
+// Linear in log2(bytes) between points, clamped at both ends (like the GEMM curve).
+double interpolate(const std::vector<MessageEfficiencyPoint>& curve, double bytes) {
+  if (curve.empty()) return 1.0;
+  if (bytes <= curve.front().bytes) return curve.front().efficiency;
+  if (bytes >= curve.back().bytes) return curve.back().efficiency;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (bytes <= curve[i].bytes) {
+      const double x0 = std::log2(curve[i - 1].bytes), x1 = std::log2(curve[i].bytes);
+      const double w = (std::log2(bytes) - x0) / (x1 - x0);
+      return curve[i - 1].efficiency + w * (curve[i].efficiency - curve[i - 1].efficiency);
+    }
+  }
+  return curve.back().efficiency;
+}
+
+}  // namespace
+
+SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus)
+    : hw_(hw), model_(model), network_(queue_), topology_(hw, num_gpus, network_), gemm_(hw, model) {
+  for (int g = 0; g < num_gpus; ++g) {
+    sms_.push_back(std::make_unique<SmPool>(queue_, hw.gpu.sms));
+    copy_engines_.push_back(std::make_unique<CopyEngine>(queue_, network_, us_to_ps(hw.copy_engine.fixed_cost_us),
+                                                         hw.copy_engine.bw_GBps));
+  }
+  for (int n = 0; n < topology_.num_nodes(); ++n) hosts_.push_back(std::make_unique<HostCpu>(queue_));
+}
+
+double SimContext::message_efficiency(int src, int dst, double payload_bytes) const {
+  const double fabric = topology_.same_node(src, dst) ? hw_.ep_backend.nvlink_efficiency
+                                                       : hw_.ep_backend.ib_efficiency;
+  return fabric * interpolate(hw_.ep_backend.message_efficiency, payload_bytes);
+}
+
+void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name,
+                            Done done) {
+  const double wire_bytes = payload_bytes / message_efficiency(src, dst, payload_bytes);
+  const Track track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
+  network_.start_flow(topology_.ep_route(src, dst), wire_bytes, topology_.ep_latency_ps(src, dst),
+                      FlowNetwork::kNoRateCap,
+                      [this, src, track, pass, name, payload_bytes, done](Time_ps start, Time_ps end) {
+                        timeline_.events.push_back({src, track, pass, name, start, end, payload_bytes});
+                        done();
+                      });
+}
+
+void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done) {
+  copy_engines_[src]->enqueue(topology_.nvlink_route(src, dst), bytes,
+                              [this, src, pass, name, bytes, done](Time_ps start, Time_ps end) {
+                                timeline_.events.push_back({src, Track::copy_engine, pass, name, start, end, bytes});
+                                done();
+                              });
+}
+
+void SimContext::kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
+                        std::function<void(Time_ps, Time_ps)> done) {
+  sms_[gpu]->submit(work_ps, [this, gpu, pass, name, done](Time_ps start, Time_ps end) {
+    timeline_.events.push_back({gpu, Track::compute, pass, name, start, end, 0});
+    done(start, end);
+  });
+}
+
+void SimContext::host_task(int gpu, Time_ps duration_ps, Pass pass, const std::string& name, Done done) {
+  const int node = topology_.node_of(gpu);
+  hosts_[node]->submit(duration_ps, [this, node, pass, name, done](Time_ps start, Time_ps end) {
+    timeline_.events.push_back({node * topology_.gpus_per_node(), Track::host_cpu, pass, name, start, end, 0});
+    done();
+  });
+}
+
+void SimContext::record(int gpu, Track track, Pass pass, const std::string& name, Time_ps start_ps, double bytes) {
+  timeline_.events.push_back({gpu, track, pass, name, start_ps, queue_.now_ps(), bytes});
+}
+
+}  // namespace epsim

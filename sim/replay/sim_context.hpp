@@ -1,0 +1,72 @@
+// The resources of one simulated layer (event queue, links, SMs, Copy Engines, host CPUs) and the
+// few operations the replay builds on: an EP-backend message, a Copy Engine copy, a kernel on the
+// compute stream, a host task. Each records itself on the timeline when it ends.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/engine/copy_engine.hpp"
+#include "sim/engine/event_queue.hpp"
+#include "sim/engine/flow_network.hpp"
+#include "sim/engine/host_cpu.hpp"
+#include "sim/engine/sm_pool.hpp"
+#include "sim/hardware/gemm_cost.hpp"
+#include "sim/hardware/hardware_spec.hpp"
+#include "sim/hardware/model_spec.hpp"
+#include "sim/hardware/topology.hpp"
+#include "sim/replay/timeline.hpp"
+
+namespace epsim {
+
+class SimContext {
+ public:
+  using Done = std::function<void()>;
+
+  SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus);
+  SimContext(const SimContext&) = delete;
+  SimContext& operator=(const SimContext&) = delete;
+
+  /// An EP-backend message of `payload_bytes` from `src` to `dst` (src != dst). Its wire bytes include
+  /// the fabric's protocol efficiency and the message-size curve.
+  void ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name, Done done);
+  /// A copy on `src`'s Copy Engine to `dst` in the same node.
+  void ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done);
+  /// A kernel of `work_ps` (all SMs free) on `gpu`'s compute stream.
+  void kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
+              std::function<void(Time_ps start_ps, Time_ps end_ps)> done);
+  /// A task of `duration_ps` on the host CPU of `gpu`'s node.
+  void host_task(int gpu, Time_ps duration_ps, Pass pass, const std::string& name, Done done);
+  /// Records an interval that no single engine resource reports (an EP kernel holding SMs).
+  void record(int gpu, Track track, Pass pass, const std::string& name, Time_ps start_ps, double bytes = 0);
+
+  EventQueue& queue() { return queue_; }
+  FlowNetwork& network() { return network_; }
+  const Topology& topology() const { return topology_; }
+  SmPool& sms(int gpu) { return *sms_[gpu]; }
+  CopyEngine& copy_engine(int gpu) { return *copy_engines_[gpu]; }
+  const GemmCost& gemm() const { return gemm_; }
+  const HardwareSpec& hardware() const { return hw_; }
+  const ModelSpec& model() const { return model_; }
+  int num_gpus() const { return topology_.num_gpus(); }
+  Time_ps now_ps() const { return queue_.now_ps(); }
+  Timeline& timeline() { return timeline_; }
+
+ private:
+  double message_efficiency(int src, int dst, double payload_bytes) const;
+
+  const HardwareSpec& hw_;
+  const ModelSpec& model_;
+  EventQueue queue_;
+  FlowNetwork network_;
+  Topology topology_;
+  GemmCost gemm_;
+  std::vector<std::unique_ptr<SmPool>> sms_;
+  std::vector<std::unique_ptr<CopyEngine>> copy_engines_;
+  std::vector<std::unique_ptr<HostCpu>> hosts_;  ///< one per node
+  Timeline timeline_;
+};
+
+}  // namespace epsim

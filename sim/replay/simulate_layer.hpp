@@ -1,0 +1,19 @@
+// One Plan through the engine: builds the layer's resources, runs the task graph, returns the result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/hardware/hardware_spec.hpp"
+#include "sim/hardware/model_spec.hpp"
+#include "sim/plan/plan.hpp"
+#include "sim/replay/layer_result.hpp"
+
+namespace epsim {
+
+/// `local_tokens[g]`: tokens rank g feeds into the layer. Each call starts from an idle cluster at
+/// time 0, so layers are independent and the result depends on nothing but the arguments.
+LayerResult simulate_layer(const HardwareSpec& hw, const ModelSpec& model, const Plan& plan,
+                           const std::vector<std::int64_t>& local_tokens, bool backward);
+
+}  // namespace epsim

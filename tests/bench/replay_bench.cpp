@@ -1,0 +1,60 @@
+// How fast one MoE layer (forward + backward, static EP) goes through the engine, as a function of
+// the EP degree: the number a what-if sweep is limited by.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sim/balancers/static_ep.hpp"
+#include "sim/config/loaders.hpp"
+#include "sim/replay/simulate_layer.hpp"
+
+using namespace epsim;
+
+namespace {
+
+// A deterministic skewed count matrix: rank s sends to expert e a count that varies by both.
+TraceRecord skewed_record(int ranks, int experts, int tokens_per_rank, int top_k) {
+  TraceRecord r;
+  r.counts.assign(static_cast<std::size_t>(ranks) * experts, 0);
+  const int per_rank = tokens_per_rank * top_k;
+  std::uint64_t x = 88172645463325252ull;
+  for (int s = 0; s < ranks; ++s) {
+    std::uint64_t weight_sum = 0;
+    std::vector<std::uint64_t> w(experts);
+    for (int e = 0; e < experts; ++e) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      w[e] = 1 + (x % 100) * (e % 7 == 0 ? 3 : 1);
+      weight_sum += w[e];
+    }
+    for (int e = 0; e < experts; ++e) r.counts[s * experts + e] = static_cast<std::uint32_t>(per_rank * w[e] / weight_sum);
+  }
+  return r;
+}
+
+void BM_StaticEpLayer(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
+  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
+  const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
+  BalancerContext c;
+  c.num_gpus = ep;
+  c.gpus_per_node = hw.gpus_per_node;
+  c.model = &model;
+  c.hardware = &hw;
+  const Plan plan = StaticEp().plan(rec, c);
+  const std::vector<std::int64_t> local(ep, 4096);
+  std::size_t events = 0;
+  for (auto _ : state) {
+    const LayerResult r = simulate_layer(hw, model, plan, local, true);
+    events = r.timeline.events.size();
+    benchmark::DoNotOptimize(r.forward_ps);
+  }
+  state.counters["timeline_events"] = static_cast<double>(events);
+  state.counters["layers_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_StaticEpLayer)->Arg(8)->Arg(16)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);

@@ -1,0 +1,167 @@
+// `epsim run` end to end, as a user runs it: outputs, determinism, and refusal of bad input.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "tests/cli/run_cli.hpp"
+#include "tests/test_paths.hpp"
+
+namespace fs = std::filesystem;
+using namespace epsim::test;
+
+namespace {
+
+// An experiment on the bundled sample trace (or `trace`), with absolute model/hardware paths.
+std::string experiment_yaml(const std::string& trace = "",
+                            const std::string& ep_line = "ep_degree: 16", int max_records = 3) {
+  const fs::path src = source_dir();
+  return "kind: experiment\n"
+         "name: test\n"
+         "trace: " + (trace.empty() ? (src / "traces/samples/glm5-128e-ep16.eptrace").string() : trace) + "\n"
+         "model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+         "hardware: " + (src / "models/h100-sxm-8.yaml").string() + "\n" +
+         ep_line + "\n"
+         "balancer:\n  name: static_ep\n"
+         "output: out\n"
+         "seed: 1\n"
+         "max_records: " + std::to_string(max_records) + "\n";
+}
+
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+
+}  // namespace
+
+TEST_CASE("epsim run writes metrics, per-GPU rows, a timeline and a summary") {
+  const fs::path dir = scratch_dir("run_outputs");
+  write_file(dir / "exp.yaml", experiment_yaml());
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("token straggler ratio") != std::string::npos);
+  for (const char* f : {"metrics.csv", "gpus.csv", "timeline.json", "summary.txt"}) CHECK(fs::exists(dir / "out" / f));
+  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  // 3 records: a header and 3 rows; 16 GPU rows per record.
+  std::istringstream metrics(read_file(dir / "out/metrics.csv"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(metrics, line)) ++lines;
+  CHECK(lines == 4);
+  std::istringstream gpus(read_file(dir / "out/gpus.csv"));
+  lines = 0;
+  while (std::getline(gpus, line)) ++lines;
+  CHECK(lines == 1 + 3 * 16);
+  const std::string timeline = read_file(dir / "out/timeline.json");
+  CHECK(timeline.find("\"traceEvents\"") != std::string::npos);
+  CHECK(timeline.find("gemm fwd") != std::string::npos);
+}
+
+TEST_CASE("the same inputs give byte-identical outputs") {
+  const fs::path dir = scratch_dir("run_determinism");
+  write_file(dir / "exp.yaml", experiment_yaml());
+  REQUIRE(run_epsim("run exp.yaml -o a", dir).status == 0);
+  REQUIRE(run_epsim("run exp.yaml -o b", dir).status == 0);
+  for (const char* f : {"metrics.csv", "gpus.csv", "timeline.json", "summary.txt"}) {
+    INFO(f);
+    const std::string a = read_file(dir / "a" / f);
+    CHECK(!a.empty());
+    CHECK(a == read_file(dir / "b" / f));
+  }
+}
+
+TEST_CASE("an existing output folder is never replaced without --overwrite") {
+  const fs::path dir = scratch_dir("run_no_clobber");
+  write_file(dir / "exp.yaml", experiment_yaml());
+  fs::create_directories(dir / "out");
+  write_file(dir / "out/notes.txt", "mine");
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("out") != std::string::npos);
+  CHECK(r.err.find("--overwrite") != std::string::npos);
+  CHECK(read_file(dir / "out/notes.txt") == "mine");
+  CHECK_FALSE(fs::exists(dir / "out.partial"));
+}
+
+TEST_CASE("a truncated trace is one clear error and leaves no output") {
+  const fs::path dir = scratch_dir("run_truncated");
+  const std::string full = read_file(source_dir() / "traces/samples/glm5-128e-ep16.eptrace");
+  REQUIRE(full.size() > 1000);
+  write_file(dir / "cut.eptrace", full.substr(0, full.size() / 2));
+  write_file(dir / "exp.yaml", experiment_yaml((dir / "cut.eptrace").string(), "ep_degree: 16", 0));
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("cut.eptrace") != std::string::npos);
+  CHECK(r.err.find("truncated") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+  CHECK_FALSE(fs::exists(dir / "out.partial"));
+}
+
+TEST_CASE("a YAML typo names the file, the line and the key") {
+  const fs::path dir = scratch_dir("run_typo");
+  // `ep_degre` is on line 6 of the generated file.
+  write_file(dir / "exp.yaml", experiment_yaml("", "ep_degre: 16"));
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("exp.yaml:6:") != std::string::npos);
+  CHECK(r.err.find("ep_degre") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("an EP degree that does not divide the experts is refused") {
+  const fs::path dir = scratch_dir("run_bad_ep");
+  write_file(dir / "exp.yaml", experiment_yaml("", "ep_degree: 12"));
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("exp.yaml:6:") != std::string::npos);
+  CHECK(r.err.find("12") != std::string::npos);
+  CHECK(r.err.find("128") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("flame-moe-290m prefill batch at EP=8, contiguous: per-layer token straggler 1.07-1.17") {
+  const fs::path batch = shared_dir() / "traces-raw/flame-moe-290m/Encoder_Batch_0-32";
+  if (!fs::exists(batch)) {
+    MESSAGE("skipped: " << batch.string() << " is absent");
+    return;
+  }
+  const fs::path dir = scratch_dir("run_flame");
+  const CliResult imported =
+      run_epsim("trace import flame-csv '" + batch.string() + "' --ranks 8 -o flame.eptrace", dir);
+  INFO(imported.err);
+  REQUIRE(imported.status == 0);
+  const fs::path src = source_dir();
+  write_file(dir / "exp.yaml", "kind: experiment\nname: flame\ntrace: flame.eptrace\n"
+                               "model: " + (src / "models/flame-moe-290m.yaml").string() + "\n"
+                               "hardware: " + (src / "models/h100-sxm-8.yaml").string() + "\n"
+                               "ep_degree: 8\nplacement: contiguous\nbalancer:\n  name: static_ep\noutput: out\n");
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  std::istringstream csv(read_file(dir / "out/metrics.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  // Find the column by name rather than position.
+  int column = -1, i = 0;
+  std::istringstream names(header);
+  for (std::string name; std::getline(names, name, ','); ++i)
+    if (name == "token_straggler_ratio") column = i;
+  REQUIRE(column >= 0);
+  int layers = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream cells(line);
+    std::string cell;
+    for (int c = 0; c <= column; ++c) std::getline(cells, cell, ',');
+    const double ratio = std::stod(cell);
+    INFO("layer row " << layers << ": " << ratio);
+    // The published range is given to two decimals (SOURCE.md: 1.07-1.17), so compare at that precision.
+    CHECK(std::round(ratio * 100) / 100 >= 1.07);
+    CHECK(std::round(ratio * 100) / 100 <= 1.17);
+    ++layers;
+  }
+  CHECK(layers == 8);
+}
