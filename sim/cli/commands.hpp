@@ -13,5 +13,7 @@ int run_command(const std::vector<std::string>& args);
 int trace_command(const std::vector<std::string>& args);
 /// epsim balancers
 int balancers_command(const std::vector<std::string>& args);
+/// epsim compare COMPARISON.yaml [options]
+int compare_command(const std::vector<std::string>& args);
 
 }  // namespace epsim

@@ -18,6 +18,7 @@ const char* kUsage =
     "  trace import KIND ...   convert a recording (flame-csv, olmoe-counts, topk-jsonl)\n"
     "  trace generate ...      make a synthetic trace (uniform, zipf, lognormal; skew and drift)\n"
     "  balancers               list the load balancers\n"
+    "  compare COMPARISON.yaml balancers side by side over cases and EP degrees; comparison.csv and .md\n"
     "\n"
     "`epsim COMMAND --help` describes each command.\n";
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (command == "run") return epsim::run_command(args);
     if (command == "trace") return epsim::trace_command(args);
     if (command == "balancers") return epsim::balancers_command(args);
+    if (command == "compare") return epsim::compare_command(args);
     std::cerr << "epsim: error: unknown command '" << command << "'\n\n" << kUsage;
     return 2;
   } catch (const epsim::InputError& e) {

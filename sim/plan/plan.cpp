@@ -25,9 +25,10 @@ namespace {
 }
 }  // namespace
 
-void validate_plan(const Plan& plan, int num_experts) {
+void validate_plan(const Plan& plan, int num_experts, int gpus_per_node) {
   const int n_inst = static_cast<int>(plan.instances.size());
   if (plan.num_gpus <= 0) defect(plan, "num_gpus must be positive");
+  if (plan.exchange_stages < 1) defect(plan, "exchange_stages must be at least 1");
   for (int i = 0; i < n_inst; ++i) {
     const ExpertInstance& inst = plan.instances[i];
     if (inst.expert < 0 || inst.expert >= num_experts) defect(plan, "instance " + std::to_string(i) + " has expert out of range");
@@ -37,8 +38,15 @@ void validate_plan(const Plan& plan, int num_experts) {
     if (r.instance < 0 || r.instance >= n_inst) defect(plan, "route to a missing instance");
     if (r.src_rank < 0 || r.src_rank >= plan.num_gpus) defect(plan, "route from a rank out of range");
     if (r.tokens < 0) defect(plan, "negative token count");
-    if (r.carrier == Carrier::none && r.src_rank != plan.instances[r.instance].gpu)
-      defect(plan, "carrier 'none' for tokens that change GPU");
+    const int dst = plan.instances[r.instance].gpu;
+    if (r.stage < -1 || r.stage >= plan.exchange_stages) defect(plan, "route stage out of range");
+    if (r.stage == -1 && (r.carrier != Carrier::none || r.via_gpu >= 0)) defect(plan, "stage -1 for tokens that move");
+    if (r.via_gpu >= plan.num_gpus) defect(plan, "route via a GPU out of range");
+    const int last_hop_from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
+    if (r.carrier == Carrier::none && last_hop_from != dst) defect(plan, "carrier 'none' for tokens that change GPU");
+    if (r.carrier == Carrier::copy_engine && last_hop_from != dst && gpus_per_node > 0 &&
+        last_hop_from / gpus_per_node != dst / gpus_per_node)
+      defect(plan, "Copy Engine route leaves its node");
   }
   for (const Transfer& t : plan.transfers) {
     if (t.instance < 0 || t.instance >= n_inst) defect(plan, "transfer for a missing instance");

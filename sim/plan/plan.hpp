@@ -36,18 +36,34 @@ struct ExpertInstance {
 };
 
 /// `tokens` assignments from source rank `src_rank` computed by instance `instance`.
+///
+/// A direct route moves the tokens src_rank -> instance GPU on `carrier` (and the outputs back the
+/// same way in the combine). A two-phase route (via_gpu >= 0, FEPLB) first moves them on the EP
+/// backend src_rank -> via_gpu (no transfer if equal), then via_gpu -> instance GPU on `carrier`
+/// (the Copy Engine, inside one node); outputs return instance GPU -> via_gpu -> src_rank.
+/// `stage` is the exchange step the EP leg belongs to (FasterMoE's group-wise exchange): a GPU's
+/// stage k exchange starts after its stage k-1 exchange has finished on its communication stream, a
+/// GEMM group waits for the stages of its tokens and combine stage k waits for the groups with stage-k
+/// tokens. A rank's own tokens for its own experts take part in stage 0 like the others. Stage -1
+/// marks tokens computed where they are, outside any exchange (FasterMoE's shadowed experts): they
+/// neither wait for nor hold up an exchange.
 struct TokenRoute {
   int src_rank = 0;
   int instance = 0;
   std::int64_t tokens = 0;
   Carrier carrier = Carrier::ep_backend;
+  int via_gpu = -1;
+  int stage = 0;
 };
 
 enum class TransferKind { weights, gradients };
 enum class PassKind { forward, backward };
 
 /// Bytes that move besides tokens: an expert's weights to a new instance before its GEMM (forward),
-/// or its weight gradients back to the owner (backward).
+/// or its weight gradients back to the owner (backward). On the EP backend, a pass's transfers form
+/// one collective (like FasterMoE's broadcast / reduce) whose kernels hold SMs: forward after the
+/// dispatch stages, backward after a GPU's weight-gradient GEMMs. On the Copy Engine, forward weights
+/// leave when the planner is done; gradients leave after the instance's weight-gradient GEMM.
 struct Transfer {
   TransferKind kind = TransferKind::weights;
   PassKind pass = PassKind::forward;
@@ -66,10 +82,17 @@ struct GemmGroup {
 
 enum class PlannerSite { none, host_cpu, gpu };
 
+/// When the planner runs. before_dispatch: the whole layer waits for it. after_dispatch (FEPLB): on
+/// each node, once its GPUs' EP dispatch is done and the counts have reached the host (a device-to-host
+/// copy of `d2h_bytes`), while the GPUs already compute; only Copy Engine moves wait for it.
+enum class PlannerStart { before_dispatch, after_dispatch };
+
 /// What it costs to make the plan, and where that time is spent.
 struct PlannerCost {
   PlannerSite site = PlannerSite::none;
   Time_ps duration_ps = 0;
+  PlannerStart start = PlannerStart::before_dispatch;
+  std::int64_t d2h_bytes = 0;
 };
 
 struct Plan {
@@ -79,10 +102,14 @@ struct Plan {
   std::uint32_t micro_batch = 0;
   std::uint32_t layer = 0;
   int num_gpus = 0;
+  /// Exchange steps of the EP backend (1 = one all-to-all-v each way). Forward order on each GPU's
+  /// communication stream: dispatch stages 0..K-1, the EP weight transfers, combine stages 0..K-1.
+  int exchange_stages = 1;
   std::vector<ExpertInstance> instances;
   std::vector<TokenRoute> routes;
   std::vector<Transfer> transfers;
-  /// Per GPU, its grouped GEMMs in execution order.
+  /// Per GPU, its grouped GEMMs in execution order (forward; backward runs each group's data-gradient
+  /// GEMM in the same order, then the weight-gradient GEMMs).
   std::vector<std::vector<GemmGroup>> gemm_order;
   PlannerCost planner;
 
@@ -94,8 +121,9 @@ struct Plan {
 
 /// Checks the plan's internal consistency (indices in range, every instance computed in exactly one
 /// GEMM group on its own GPU, token counts non-negative); throws std::logic_error naming the defect.
-/// Balancers are code, so a bad plan is a bug, not bad input.
-void validate_plan(const Plan& plan, int num_experts);
+/// Balancers are code, so a bad plan is a bug, not bad input. With `gpus_per_node` > 0 it also checks
+/// that Copy Engine legs stay inside a node.
+void validate_plan(const Plan& plan, int num_experts, int gpus_per_node = 0);
 
 const char* to_string(Carrier carrier);
 const char* to_string(InstanceKind kind);

@@ -57,7 +57,8 @@ void AllToAllV::maybe_finish(int rank) {
   if (!started_[rank] || finished_[rank] || sends_left_[rank] > 0 || receives_left_[rank] > 0) return;
   finished_[rank] = true;
   context_.sms(rank).release(context_.hardware().ep_backend.comm_sms);
-  context_.record(rank, Track::comm_kernel, pass_, name_, start_ps_[rank]);
+  // A rank with nothing to move passes through at once; an empty slice would only clutter the timeline.
+  if (context_.now_ps() > start_ps_[rank]) context_.record(rank, Track::comm_kernel, pass_, name_, start_ps_[rank]);
   rank_done_(rank);
 }
 

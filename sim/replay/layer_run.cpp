@@ -1,45 +1,226 @@
 #include "sim/replay/layer_run.hpp"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace epsim {
 
 LayerRun::LayerRun(SimContext& context, const Plan& plan, const std::vector<std::int64_t>& local_tokens,
                    bool backward)
-    : ctx_(context), plan_(plan), local_tokens_(local_tokens), backward_(backward), n_(context.num_gpus()) {
-  const std::vector<std::int64_t> inst_tokens = plan_.tokens_per_instance();
-  group_work_ps_.resize(n_);
-  for (int g = 0; g < n_; ++g) {
-    for (const GemmGroup& group : plan_.gemm_order[g]) {
-      std::vector<std::int64_t> rows;
-      for (int i : group.instances) rows.push_back(inst_tokens[i]);
-      group_work_ps_[g].push_back(ctx_.gemm().grouped_time_ps(rows, ctx_.model().expert_ffn_size));
-    }
-  }
-  // Copy Engine token routes travel as one copy per (src, dst) pair, in a fixed order.
-  std::map<std::pair<int, int>, double> ce_pairs;
-  for (const TokenRoute& r : plan_.routes)
-    if (r.carrier == Carrier::copy_engine && r.tokens > 0)
-      ce_pairs[{r.src_rank, plan_.instances[r.instance].gpu}] +=
-          static_cast<double>(r.tokens) * ctx_.model().token_bytes();
-  for (const auto& [pair, bytes] : ce_pairs) ce_routes_.push_back({pair.first, pair.second, bytes});
-  for (auto& v : ce_in_) v.assign(n_, 0);
-  weights_pending_.assign(plan_.instances.size(), 0);
+    : ctx_(context),
+      plan_(plan),
+      local_tokens_(local_tokens),
+      backward_(backward),
+      n_(context.num_gpus()),
+      stages_(std::max(1, plan.exchange_stages)) {
+  build_groups();
+  init_nodes();
   result_.routed_gemm_fwd_ps.assign(n_, 0);
   result_.gemm_finish_fwd_ps.assign(n_, 0);
 }
 
-std::vector<std::vector<double>> LayerRun::ep_bytes(bool reverse) const {
+// ---- the plan as groups, legs and per-stage byte matrices ------------------------------------------
+
+void LayerRun::build_groups() {
+  const std::vector<std::int64_t> inst_tokens = plan_.tokens_per_instance();
+  std::vector<int> group_of_instance(plan_.instances.size(), -1);
+  groups_of_.assign(n_, {});
+  for (int g = 0; g < n_; ++g) {
+    for (const GemmGroup& gg : plan_.gemm_order[g]) {
+      Group group;
+      group.gpu = g;
+      std::vector<std::int64_t> rows;
+      for (int i : gg.instances) {
+        rows.push_back(inst_tokens[i]);
+        group_of_instance[i] = static_cast<int>(groups_.size());
+      }
+      group.work_ps = ctx_.gemm().grouped_time_ps(rows, ctx_.model().expert_ffn_size);
+      groups_of_[g].push_back(static_cast<int>(groups_.size()));
+      groups_.push_back(group);
+    }
+  }
+  // A group waits for the exchange stages its tokens belong to (a GPU's own tokens are stage 0 of the
+  // exchange, as the dispatch kernel tells the GPU what it received), and that stage's combine waits
+  // for the group. Stage -1 tokens (computed where they are, outside the exchange) tie it to nothing;
+  // tokens brought by Copy Engine tie it to their copies instead.
+  // The last combine stage is issued after every expert GEMM of the GPU that took part in the
+  // exchange, whatever stage its tokens came in (Copy Engine ones included), as frameworks issue the
+  // combine after the expert computation on the stream.
+  auto add_stage = [](Group& group, int stage) {
+    if (std::find(group.stages.begin(), group.stages.end(), stage) == group.stages.end())
+      group.stages.push_back(stage);
+  };
+  for (const TokenRoute& r : plan_.routes) {
+    const int dst = plan_.instances[r.instance].gpu;
+    if (r.tokens <= 0 || r.stage < 0) continue;
+    Group& group = groups_[group_of_instance[r.instance]];
+    add_stage(group, stages_ - 1);
+    const bool by_copy_engine = r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
+    if (by_copy_engine) continue;
+    group.input_stage = std::max(group.input_stage, r.stage);
+    add_stage(group, r.stage);
+  }
+  ce_weights_pending_.assign(plan_.instances.size(), 0);
+  for (const Transfer& t : plan_.transfers) {
+    if (t.pass != PassKind::forward || t.bytes <= 0) continue;
+    if (t.carrier == Carrier::ep_backend) groups_[group_of_instance[t.instance]].ep_weights = true;
+    if (t.carrier == Carrier::copy_engine) ++ce_weights_pending_[t.instance];
+  }
+  // validate_plan guarantees every instance is in exactly one group, so group_of_instance is complete.
+  ce_legs_.clear();
+  std::map<std::tuple<int, int, int>, CeLeg> legs;  // (from, to, group): a fixed order
+  for (const TokenRoute& r : plan_.routes) {
+    const int dst = plan_.instances[r.instance].gpu;
+    if (r.tokens <= 0 || r.carrier != Carrier::copy_engine) continue;
+    const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
+    if (from == dst) continue;
+    const int group = group_of_instance[r.instance];
+    CeLeg& leg = legs[{from, dst, group}];
+    leg.from = from;
+    leg.to = dst;
+    leg.group = group;
+    leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
+    leg.bytes += static_cast<double>(r.tokens) * ctx_.model().token_bytes();
+  }
+  for (auto& [key, leg] : legs) {
+    groups_[leg.group].ce_legs.push_back(static_cast<int>(ce_legs_.size()));
+    ce_legs_.push_back(leg);
+  }
+}
+
+void LayerRun::init_nodes() {
+  planner_ready_.assign(ctx_.topology().num_nodes(), true);
+  node_dispatch_left_.assign(ctx_.topology().num_nodes(), 0);
+  for (int g = 0; g < n_; ++g) ++node_dispatch_left_[ctx_.topology().node_of(g)];
+}
+
+std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse) const {
   std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
   for (const TokenRoute& r : plan_.routes) {
-    if (r.carrier != Carrier::ep_backend) continue;
+    if (r.stage != stage || r.tokens <= 0) continue;
     const int dst = plan_.instances[r.instance].gpu;
+    // The EP leg: to the intermediate GPU of a two-phase route, or straight to the instance.
+    int to = -1;
+    if (r.via_gpu >= 0) to = r.via_gpu;
+    else if (r.carrier == Carrier::ep_backend) to = dst;
+    if (to < 0 || to == r.src_rank) continue;
     const double b = static_cast<double>(r.tokens) * ctx_.model().token_bytes();
-    if (reverse) bytes[dst][r.src_rank] += b;
-    else bytes[r.src_rank][dst] += b;
+    if (reverse) bytes[to][r.src_rank] += b;
+    else bytes[r.src_rank][to] += b;
   }
   return bytes;
 }
+
+std::vector<std::vector<double>> LayerRun::transfer_bytes(PassKind pass) const {
+  std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
+  for (const Transfer& t : plan_.transfers)
+    if (t.pass == pass && t.carrier == Carrier::ep_backend && t.bytes > 0 && t.src_gpu != t.dst_gpu)
+      bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+  return bytes;
+}
+
+// ---- communication streams ---------------------------------------------------------------------
+
+void LayerRun::add_comm_ops(PassState& p, Pass which) {
+  const bool fwd = which == Pass::forward;
+  auto add = [&](OpKind kind, int stage, const std::string& name, std::vector<std::vector<double>> bytes) {
+    const std::size_t index = p.ops.size();
+    CommOp op;
+    op.kind = kind;
+    op.stage = stage;
+    op.collective = std::make_unique<AllToAllV>(ctx_, name, which, std::move(bytes),
+                                                [this, which, index](int g) { comm_part_done(which, g, index); });
+    if (kind == OpKind::weights) result_.weight_bytes += op.collective->total_bytes();
+    else if (kind == OpKind::gradients) result_.gradient_bytes += op.collective->total_bytes();
+    else result_.ep_token_bytes += op.collective->total_bytes();
+    p.ops.push_back(std::move(op));
+  };
+  auto staged = [&](const char* name, int k) {
+    return stages_ > 1 ? std::string(name) + " s" + std::to_string(k) : std::string(name);
+  };
+  for (int k = 0; k < stages_; ++k)
+    add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k), stage_bytes(k, false));
+  const auto moved = transfer_bytes(fwd ? PassKind::forward : PassKind::backward);
+  const bool any_moved = std::any_of(moved.begin(), moved.end(), [](const std::vector<double>& row) {
+    return std::any_of(row.begin(), row.end(), [](double b) { return b > 0; });
+  });
+  if (fwd && any_moved) add(OpKind::weights, 0, "weights", moved);
+  for (int k = 0; k < stages_; ++k)
+    add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), stage_bytes(k, true));
+  if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", moved);
+
+  p.comm_cursor.assign(n_, 0);
+  p.comm_busy.assign(n_, false);
+  p.stage_in.assign(n_, std::vector<bool>(stages_, false));
+  p.weights_in.assign(n_, false);
+  p.compute_cursor.assign(n_, 0);
+  p.leg_started.assign(ce_legs_.size(), false);
+  p.ce_pending.assign(groups_.size(), 0);
+  p.combine_block.assign(n_, std::vector<int>(stages_, 0));
+  for (std::size_t id = 0; id < groups_.size(); ++id) {
+    p.ce_pending[id] = static_cast<int>(groups_[id].ce_legs.size());
+    for (int k : groups_[id].stages) ++p.combine_block[groups_[id].gpu][k];
+  }
+  // Outputs that come back by Copy Engine must be there before the intermediate GPU combines.
+  for (const CeLeg& leg : ce_legs_)
+    for (int k = 0; k < stages_; ++k) ++p.combine_block[leg.from][k];
+}
+
+void LayerRun::pump_comm(Pass which, int gpu) {
+  PassState& p = state(which);
+  if (p.comm_busy[gpu] || p.comm_cursor[gpu] >= p.ops.size()) return;
+  const CommOp& op = p.ops[p.comm_cursor[gpu]];
+  if (op.kind == OpKind::combine && p.combine_block[gpu][op.stage] > 0) return;
+  if (op.kind == OpKind::gradients && wgrads_left_[gpu] > 0) return;
+  p.comm_busy[gpu] = true;
+  op.collective->start(gpu);
+}
+
+void LayerRun::comm_part_done(Pass which, int gpu, std::size_t index) {
+  PassState& p = state(which);
+  p.comm_busy[gpu] = false;
+  ++p.comm_cursor[gpu];
+  const CommOp& op = p.ops[index];
+  if (op.kind == OpKind::dispatch) {
+    p.stage_in[gpu][op.stage] = true;
+    if (op.stage == stages_ - 1) dispatch_complete(which, gpu);
+  } else if (op.kind == OpKind::weights) {
+    p.weights_in[gpu] = true;
+  }
+  if (which == Pass::forward) pump_forward_compute(gpu);
+  else pump_backward_compute(gpu);
+  if (p.comm_cursor[gpu] == p.ops.size()) close(which);
+  pump_comm(which, gpu);
+}
+
+void LayerRun::dispatch_complete(Pass which, int gpu) {
+  maybe_start_ce_legs(which, gpu);
+  const PlannerCost& planner = plan_.planner;
+  if (which != Pass::forward || planner.start != PlannerStart::after_dispatch || planner.site == PlannerSite::none)
+    return;
+  // The node's planner needs every GPU's counts: it starts once the node's dispatch is done and the
+  // count matrix has crossed PCIe to the host.
+  const int node = ctx_.topology().node_of(gpu);
+  if (--node_dispatch_left_[node] > 0) return;
+  const int first = node * ctx_.topology().gpus_per_node();
+  ctx_.d2h_copy(first, static_cast<double>(planner.d2h_bytes), Pass::forward, "counts to host", [this, node, first] {
+    ctx_.host_task(first, plan_.planner.duration_ps, Pass::forward, "planner", [this, node] { planner_done(node); });
+  });
+}
+
+void LayerRun::close(Pass which) {
+  PassState& p = state(which);
+  if (--p.open > 0) return;
+  if (which == Pass::forward) {
+    forward_end_ps_ = ctx_.now_ps();
+    if (backward_) start_backward();
+  } else {
+    backward_end_ps_ = ctx_.now_ps();
+  }
+}
+
+// ---- forward -----------------------------------------------------------------------------------
 
 void LayerRun::shared_expert_kernels(Pass pass, int kernels_per_gpu) {
   const ModelSpec& m = ctx_.model();
@@ -54,11 +235,11 @@ void LayerRun::shared_expert_kernels(Pass pass, int kernels_per_gpu) {
   }
 }
 
-// ---- forward ---------------------------------------------------------------------------------
-
 void LayerRun::start_forward() {
   const PlannerCost& planner = plan_.planner;
-  if (planner.site == PlannerSite::none || planner.duration_ps == 0) {
+  const bool blocking = planner.site != PlannerSite::none && planner.duration_ps > 0 &&
+                        (planner.start == PlannerStart::before_dispatch || planner.site == PlannerSite::gpu);
+  if (!blocking) {
     launch_forward();
     return;
   }
@@ -78,171 +259,171 @@ void LayerRun::start_forward() {
 }
 
 void LayerRun::launch_forward() {
+  const PlannerCost& planner = plan_.planner;
+  const bool overlapped = planner.site == PlannerSite::host_cpu && planner.start == PlannerStart::after_dispatch;
+  std::fill(planner_ready_.begin(), planner_ready_.end(), !overlapped);
+  add_comm_ops(fwd_, Pass::forward);
+  fwd_.open = n_ + static_cast<int>(groups_.size() + ce_legs_.size());
   shared_expert_kernels(Pass::forward, 1);
-  tokens_in_.assign(n_, false);
-  cursor_.assign(n_, 0);
-  groups_left_.resize(n_);
-  for (int g = 0; g < n_; ++g) groups_left_[g] = plan_.gemm_order[g].size();
-
-  forward_parts_left_ = n_;  // every rank's combine kernel
-  for (const CeRoute& c : ce_routes_) {
-    ++ce_in_[0][c.dst];
-    ++forward_parts_left_;  // and every Copy Engine copy back
+  if (!overlapped)
+    for (int node = 0; node < ctx_.topology().num_nodes(); ++node) planner_done(node);
+  for (int g = 0; g < n_; ++g) {
+    pump_comm(Pass::forward, g);
+    pump_forward_compute(g);
   }
-  for (const Transfer& t : plan_.transfers)
-    if (t.pass == PassKind::forward && t.carrier != Carrier::none && t.bytes > 0) ++weights_pending_[t.instance];
+}
 
-  dispatch_ = std::make_unique<AllToAllV>(ctx_, "dispatch", Pass::forward, ep_bytes(false), [this](int g) {
-    tokens_in_[g] = true;
-    try_submit_forward(g);
-  });
-  combine_ = std::make_unique<AllToAllV>(ctx_, "combine", Pass::forward, ep_bytes(true),
-                                         [this](int) { forward_part_done(); });
-  result_.ep_token_bytes += dispatch_->total_bytes() + combine_->total_bytes();
-
+void LayerRun::planner_done(int node) {
+  planner_ready_[node] = true;
+  // Weights first: the Copy Engine is FIFO, and a dynamic GEMM needs both its weights and its tokens.
   for (const Transfer& t : plan_.transfers) {
-    if (t.pass != PassKind::forward || t.carrier == Carrier::none || t.bytes <= 0) continue;
+    if (t.pass != PassKind::forward || t.carrier != Carrier::copy_engine || t.bytes <= 0) continue;
+    if (ctx_.topology().node_of(t.src_gpu) != node) continue;
     const int inst = t.instance;
-    auto arrived = [this, inst] {
-      --weights_pending_[inst];
-      try_submit_forward(plan_.instances[inst].gpu);
-    };
-    const std::string name = "weights e" + std::to_string(plan_.instances[inst].expert);
-    if (t.carrier == Carrier::copy_engine) ctx_.ce_copy(t.src_gpu, t.dst_gpu, t.bytes, Pass::forward, name, arrived);
-    else ctx_.ep_message(t.src_gpu, t.dst_gpu, t.bytes, Pass::forward, name, arrived);
-    result_.weight_bytes += t.bytes;
+    ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::forward,
+                 "weights e" + std::to_string(plan_.instances[inst].expert), [this, inst] {
+                   --ce_weights_pending_[inst];
+                   pump_forward_compute(plan_.instances[inst].gpu);
+                 });
+    result_.weight_bytes += static_cast<double>(t.bytes);
   }
-  for (const CeRoute& c : ce_routes_) {
-    ctx_.ce_copy(c.src, c.dst, c.bytes, Pass::forward, "tokens", [this, dst = c.dst] {
-      --ce_in_[0][dst];
-      try_submit_forward(dst);
+  const int first = node * ctx_.topology().gpus_per_node();
+  for (int g = first; g < std::min(n_, first + ctx_.topology().gpus_per_node()); ++g)
+    maybe_start_ce_legs(Pass::forward, g);
+}
+
+void LayerRun::maybe_start_ce_legs(Pass which, int from) {
+  PassState& p = state(which);
+  const bool dispatched = p.stage_in.empty() ? false : p.stage_in[from][stages_ - 1];
+  if (which == Pass::forward && !planner_ready_[ctx_.topology().node_of(from)]) return;
+  for (std::size_t l = 0; l < ce_legs_.size(); ++l) {
+    const CeLeg& leg = ce_legs_[l];
+    if (leg.from != from || p.leg_started[l] || (leg.after_dispatch && !dispatched)) continue;
+    p.leg_started[l] = true;
+    const bool fwd = which == Pass::forward;
+    ctx_.ce_copy(leg.from, leg.to, leg.bytes, which, fwd ? "tokens" : "output grads", [this, which, l] {
+      const CeLeg& arrived = ce_legs_[l];
+      --state(which).ce_pending[arrived.group];
+      if (which == Pass::forward) pump_forward_compute(arrived.to);
+      else pump_backward_compute(arrived.to);
     });
-    result_.ce_token_bytes += c.bytes;
+    result_.ce_token_bytes += leg.bytes;
   }
-  for (int g = 0; g < n_; ++g) dispatch_->start(g);
 }
 
-void LayerRun::try_submit_forward(int gpu) {
-  const auto& groups = plan_.gemm_order[gpu];
-  if (!tokens_in_[gpu] || ce_in_[0][gpu] > 0) return;
-  if (groups.empty() && groups_left_[gpu] == 0) {
-    groups_left_[gpu] = static_cast<std::size_t>(-1);  // mark handled: nothing to compute here
-    forward_gemms_done(gpu);
-    return;
-  }
-  while (cursor_[gpu] < groups.size()) {
-    const GemmGroup& group = groups[cursor_[gpu]];
-    for (int i : group.instances)
-      if (weights_pending_[i] > 0) return;
-    const Time_ps work = group_work_ps_[gpu][cursor_[gpu]];
-    ++cursor_[gpu];
-    ctx_.kernel(gpu, work, Pass::forward, "gemm fwd", [this, gpu](Time_ps start, Time_ps end) {
-      result_.routed_gemm_fwd_ps[gpu] += end - start;
-      result_.gemm_finish_fwd_ps[gpu] = end;
-      if (--groups_left_[gpu] == 0) forward_gemms_done(gpu);
+void LayerRun::pump_forward_compute(int gpu) {
+  PassState& p = fwd_;
+  if (p.compute_cursor.empty()) return;  // not launched yet
+  while (p.compute_cursor[gpu] < groups_of_[gpu].size()) {
+    const int id = groups_of_[gpu][p.compute_cursor[gpu]];
+    const Group& group = groups_[id];
+    if (group.input_stage >= 0 && !p.stage_in[gpu][group.input_stage]) return;
+    if (p.ce_pending[id] > 0 || (group.ep_weights && !p.weights_in[gpu])) return;
+    for (int i : plan_.gemm_order[gpu][p.compute_cursor[gpu]].instances)
+      if (ce_weights_pending_[i] > 0) return;
+    ++p.compute_cursor[gpu];
+    ctx_.kernel(gpu, group.work_ps, Pass::forward, "gemm fwd", [this, id](Time_ps start, Time_ps end) {
+      result_.routed_gemm_fwd_ps[groups_[id].gpu] += end - start;
+      result_.gemm_finish_fwd_ps[groups_[id].gpu] = end;
+      forward_group_done(id);
     });
   }
 }
 
-void LayerRun::forward_gemms_done(int gpu) {
-  combine_->start(gpu);
-  for (const CeRoute& c : ce_routes_) {
-    if (c.dst != gpu) continue;
-    ctx_.ce_copy(c.dst, c.src, c.bytes, Pass::forward, "outputs", [this] { forward_part_done(); });
-    result_.ce_token_bytes += c.bytes;
+void LayerRun::forward_group_done(int id) {
+  const Group& group = groups_[id];
+  for (int k : group.stages) --fwd_.combine_block[group.gpu][k];
+  for (int l : group.ce_legs) {
+    const CeLeg& leg = ce_legs_[l];
+    ctx_.ce_copy(leg.to, leg.from, leg.bytes, Pass::forward, "outputs", [this, l] {
+      const int from = ce_legs_[l].from;
+      for (int k = 0; k < stages_; ++k) --fwd_.combine_block[from][k];
+      pump_comm(Pass::forward, from);
+      close(Pass::forward);
+    });
+    result_.ce_token_bytes += leg.bytes;
   }
+  pump_comm(Pass::forward, group.gpu);
+  close(Pass::forward);
 }
 
-void LayerRun::forward_part_done() {
-  if (--forward_parts_left_ > 0) return;
-  forward_end_ps_ = ctx_.now_ps();
-  if (backward_) start_backward();
-}
-
-// ---- backward --------------------------------------------------------------------------------
+// ---- backward ----------------------------------------------------------------------------------
 
 void LayerRun::start_backward() {
   backward_start_ps_ = ctx_.now_ps();
-  shared_expert_kernels(Pass::backward, 2);  // data and weight gradient
-  tokens_in_.assign(n_, false);
-  cursor_.assign(n_, 0);  // 0: waiting for gradients; 1: GEMMs submitted
-
-  // Parts: every rank's gradient-combine kernel, every GPU's last weight-gradient GEMM, every CE copy
-  // back, every gradient transfer.
-  backward_parts_left_ = 2 * n_;
-  for (const CeRoute& c : ce_routes_) {
-    ++ce_in_[1][c.dst];
-    ++backward_parts_left_;
-  }
+  add_comm_ops(bwd_, Pass::backward);
+  wgrads_left_.assign(n_, 0);
+  for (const Group& group : groups_) ++wgrads_left_[group.gpu];
+  int ce_gradients = 0;
   for (const Transfer& t : plan_.transfers)
-    if (t.pass == PassKind::backward && t.carrier != Carrier::none && t.bytes > 0) ++backward_parts_left_;
-
-  grad_dispatch_ = std::make_unique<AllToAllV>(ctx_, "grad dispatch", Pass::backward, ep_bytes(false), [this](int g) {
-    tokens_in_[g] = true;
-    try_submit_backward(g);
-  });
-  grad_combine_ = std::make_unique<AllToAllV>(ctx_, "grad combine", Pass::backward, ep_bytes(true),
-                                              [this](int) { backward_part_done(); });
-  result_.ep_token_bytes += grad_dispatch_->total_bytes() + grad_combine_->total_bytes();
-  for (const CeRoute& c : ce_routes_) {
-    ctx_.ce_copy(c.src, c.dst, c.bytes, Pass::backward, "output grads", [this, dst = c.dst] {
-      --ce_in_[1][dst];
-      try_submit_backward(dst);
-    });
-    result_.ce_token_bytes += c.bytes;
+    if (t.pass == PassKind::backward && t.carrier == Carrier::copy_engine && t.bytes > 0) ++ce_gradients;
+  // Every GPU's communication stream, every weight-gradient GEMM, every input-gradient copy back and
+  // every gradient copy must finish before the pass does.
+  bwd_.open = n_ + static_cast<int>(groups_.size() + ce_legs_.size()) + ce_gradients;
+  shared_expert_kernels(Pass::backward, 2);  // data and weight gradient
+  for (int g = 0; g < n_; ++g) {
+    pump_comm(Pass::backward, g);
+    pump_backward_compute(g);
   }
-  for (int g = 0; g < n_; ++g) grad_dispatch_->start(g);
 }
 
-void LayerRun::try_submit_backward(int gpu) {
-  if (!tokens_in_[gpu] || ce_in_[1][gpu] > 0 || cursor_[gpu] != 0) return;
-  cursor_[gpu] = 1;
-  const auto& groups = plan_.gemm_order[gpu];
-  // Data gradients first: the gradient combine needs only them, so it overlaps the weight gradients.
-  auto dgrads_left = std::make_shared<std::size_t>(groups.size());
-  auto dgrads_done = [this, gpu] {
-    grad_combine_->start(gpu);
-    for (const CeRoute& c : ce_routes_) {
-      if (c.dst != gpu) continue;
-      ctx_.ce_copy(c.dst, c.src, c.bytes, Pass::backward, "input grads", [this] { backward_part_done(); });
-      result_.ce_token_bytes += c.bytes;
-    }
-  };
-  if (groups.empty()) {
-    dgrads_done();
-    backward_part_done();  // no weight-gradient GEMMs either
-    return;
-  }
-  for (std::size_t k = 0; k < groups.size(); ++k)
-    ctx_.kernel(gpu, group_work_ps_[gpu][k], Pass::backward, "gemm dgrad",
-                [dgrads_left, dgrads_done](Time_ps, Time_ps) {
-                  if (--*dgrads_left == 0) dgrads_done();
+void LayerRun::pump_backward_compute(int gpu) {
+  PassState& p = bwd_;
+  if (p.compute_cursor.empty()) return;
+  const std::size_t count = groups_of_[gpu].size();
+  // Kernel k < count is group k's data gradient; k >= count is group k - count's weight gradient.
+  while (p.compute_cursor[gpu] < 2 * count) {
+    const std::size_t k = p.compute_cursor[gpu];
+    const int id = groups_of_[gpu][k % count];
+    const Group& group = groups_[id];
+    if (group.input_stage >= 0 && !p.stage_in[gpu][group.input_stage]) return;
+    if (p.ce_pending[id] > 0) return;
+    ++p.compute_cursor[gpu];
+    const bool dgrad = k < count;
+    ctx_.kernel(gpu, group.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
+                [this, id, dgrad](Time_ps, Time_ps) {
+                  if (dgrad) backward_dgrad_done(id);
+                  else backward_wgrad_done(id);
                 });
-  for (std::size_t k = 0; k < groups.size(); ++k) {
-    const bool last = k + 1 == groups.size();
-    ctx_.kernel(gpu, group_work_ps_[gpu][k], Pass::backward, "gemm wgrad", [this, gpu, k, last](Time_ps, Time_ps) {
-      for (int inst : plan_.gemm_order[gpu][k].instances) {
-        for (const Transfer& t : plan_.transfers) {
-          if (t.pass != PassKind::backward || t.instance != inst || t.carrier == Carrier::none || t.bytes <= 0) continue;
-          const std::string name = "grads e" + std::to_string(plan_.instances[inst].expert);
-          if (t.carrier == Carrier::copy_engine)
-            ctx_.ce_copy(t.src_gpu, t.dst_gpu, t.bytes, Pass::backward, name, [this] { backward_part_done(); });
-          else
-            ctx_.ep_message(t.src_gpu, t.dst_gpu, t.bytes, Pass::backward, name, [this] { backward_part_done(); });
-          result_.gradient_bytes += t.bytes;
-        }
-      }
-      if (last) backward_part_done();
-    });
   }
 }
 
-void LayerRun::backward_part_done() {
-  if (--backward_parts_left_ > 0) return;
-  backward_end_ps_ = ctx_.now_ps();
+void LayerRun::backward_dgrad_done(int id) {
+  const Group& group = groups_[id];
+  for (int k : group.stages) --bwd_.combine_block[group.gpu][k];
+  for (int l : group.ce_legs) {
+    const CeLeg& leg = ce_legs_[l];
+    ctx_.ce_copy(leg.to, leg.from, leg.bytes, Pass::backward, "input grads", [this, l] {
+      const int from = ce_legs_[l].from;
+      for (int k = 0; k < stages_; ++k) --bwd_.combine_block[from][k];
+      pump_comm(Pass::backward, from);
+      close(Pass::backward);
+    });
+    result_.ce_token_bytes += leg.bytes;
+  }
+  pump_comm(Pass::backward, group.gpu);
 }
 
-// ---- totals ----------------------------------------------------------------------------------
+void LayerRun::backward_wgrad_done(int id) {
+  const Group& group = groups_[id];
+  const int g = group.gpu;
+  const std::size_t index =
+      std::find(groups_of_[g].begin(), groups_of_[g].end(), id) - groups_of_[g].begin();
+  for (int inst : plan_.gemm_order[g][index].instances) {
+    for (const Transfer& t : plan_.transfers) {
+      if (t.pass != PassKind::backward || t.instance != inst || t.carrier != Carrier::copy_engine || t.bytes <= 0)
+        continue;
+      ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::backward,
+                   "grads e" + std::to_string(plan_.instances[inst].expert), [this] { close(Pass::backward); });
+      result_.gradient_bytes += static_cast<double>(t.bytes);
+    }
+  }
+  --wgrads_left_[g];
+  pump_comm(Pass::backward, g);
+  close(Pass::backward);
+}
+
+// ---- totals ------------------------------------------------------------------------------------
 
 LayerResult LayerRun::run() {
   start_forward();
@@ -252,12 +433,12 @@ LayerResult LayerRun::run() {
   const Time_ps layer_ps = std::max<Time_ps>(1, result_.layer_ps());
   const Topology& topo = ctx_.topology();
   FlowNetwork& net = ctx_.network();
+  auto util = [&](LinkId link) {
+    return net.link_bytes(link) / (GBps_to_bytes_per_ps(net.link_capacity_GBps(link)) * static_cast<double>(layer_ps));
+  };
   for (int g = 0; g < n_; ++g) {
     result_.compute_busy_ps.push_back(ctx_.sms(g).compute_busy_ps());
     result_.copy_engine_busy_ps.push_back(ctx_.copy_engine(g).busy_ps());
-    auto util = [&](LinkId link) {
-      return net.link_bytes(link) / (GBps_to_bytes_per_ps(net.link_capacity_GBps(link)) * layer_ps);
-    };
     result_.nvlink_out_util.push_back(util(topo.nvlink_out(g)));
     result_.nic_out_util.push_back(util(topo.nic_out(g)));
   }

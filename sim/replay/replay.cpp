@@ -64,7 +64,7 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
     }
 
     const Plan plan = balancer->plan(record, context);
-    validate_plan(plan, experts);
+    validate_plan(plan, experts, spec.hardware.gpus_per_node);
     const LayerResult result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
     const Plan balanced_plan = oracle.plan(record, context);
     const LayerResult balanced = simulate_layer(spec.hardware, spec.model, balanced_plan, local_tokens, spec.backward);

@@ -67,6 +67,16 @@ void SimContext::kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& 
   });
 }
 
+void SimContext::d2h_copy(int gpu, double bytes, Pass pass, const std::string& name, Done done) {
+  const int node = topology_.node_of(gpu);
+  network_.start_flow({topology_.pcie_d2h(gpu)}, bytes, us_to_ps(hw_.pcie.latency_us), FlowNetwork::kNoRateCap,
+                      [this, node, pass, name, bytes, done](Time_ps start, Time_ps end) {
+                        timeline_.events.push_back(
+                            {node * topology_.gpus_per_node(), Track::host_cpu, pass, name, start, end, bytes});
+                        done();
+                      });
+}
+
 void SimContext::host_task(int gpu, Time_ps duration_ps, Pass pass, const std::string& name, Done done) {
   const int node = topology_.node_of(gpu);
   hosts_[node]->submit(duration_ps, [this, node, pass, name, done](Time_ps start, Time_ps end) {

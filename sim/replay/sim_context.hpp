@@ -37,6 +37,8 @@ class SimContext {
   /// A kernel of `work_ps` (all SMs free) on `gpu`'s compute stream.
   void kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
               std::function<void(Time_ps start_ps, Time_ps end_ps)> done);
+  /// A device-to-host copy of `bytes` from `gpu` over PCIe (recorded on the node's host track).
+  void d2h_copy(int gpu, double bytes, Pass pass, const std::string& name, Done done);
   /// A task of `duration_ps` on the host CPU of `gpu`'s node.
   void host_task(int gpu, Time_ps duration_ps, Pass pass, const std::string& name, Done done);
   /// Records an interval that no single engine resource reports (an EP kernel holding SMs).

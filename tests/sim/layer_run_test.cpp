@@ -66,3 +66,50 @@ TEST_CASE("a GEMM overlapping a communication kernel runs on the SMs left to it"
   CHECK(r.gemm_finish_fwd_ps[0] == 500 * us + 300'000);
   CHECK(r.routed_gemm_fwd_ps[0] == 200 * us);
 }
+
+namespace {
+
+// Two-phase dispatch on one node, worked by hand (FEPLB's shape): rank 1's 100 tokens for expert 0
+// go by EP to its home GPU 0, then by Copy Engine to a dynamic instance on GPU 1, whose weights the
+// Copy Engine brings too once the host planner (after the dispatch, 10 us) has decided.
+Plan two_phase_plan() {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 2;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert},
+                    {0, 1, InstanceKind::dynamic_expert}};
+  plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {1, 2, 100, Carrier::copy_engine, 0, 0}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, 2, 0, 1, 1'000'000, Carrier::copy_engine},
+                    {TransferKind::gradients, PassKind::backward, 2, 1, 0, 1'000'000, Carrier::copy_engine}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {1}}, {1, {2}}}};
+  plan.planner = {PlannerSite::host_cpu, 10 * kPsPerUs, PlannerStart::after_dispatch, 16};
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("two-phase dispatch: EP to the home GPU, planner on the host, Copy Engine to the helper") {
+  const HardwareSpec hw = test::simple_hardware();
+  const ModelSpec model = test::simple_model();
+  const Plan plan = two_phase_plan();
+  validate_plan(plan, 2, 2);
+  const LayerResult r = simulate_layer(hw, model, plan, {100, 100}, true);
+  // Dispatch 1 -> 0: 1e5 bytes at 0.1 B/ps = 1 us + 1 us latency: 2 us. GPU 0's static GEMM (its own
+  // 100 tokens, 200 us) runs from 2 us while the planner works: it is not held up by it.
+  CHECK(r.routed_gemm_fwd_ps[0] == 200 * us);
+  // Planner: counts to host 16 B at 50 GB/s (320 ps) + 2 us latency -> 4.00032 us, + 10 us -> 14.00032.
+  // GPU 0's Copy Engine (FIFO, 50 GB/s, 2 us per copy): weights 1e6 B: 2 + 20 us -> 36.00032; then the
+  // tokens 1e5 B: 2 + 2 us -> 40.00032. GPU 1 computes them: 200 us -> 240.00032.
+  CHECK(r.gemm_finish_fwd_ps[1] == 240 * us + 320);
+  // Outputs back by GPU 1's Copy Engine: 4 us -> 244.00032; GPU 0 then combines to rank 1: 2 us.
+  CHECK(r.forward_ps == 246 * us + 320);
+  CHECK(r.ep_token_bytes == doctest::Approx(4e5));  // 1e5 each way, both passes
+  CHECK(r.ce_token_bytes == doctest::Approx(4e5));
+  CHECK(r.weight_bytes == doctest::Approx(1e6));
+  CHECK(r.gradient_bytes == doctest::Approx(1e6));
+  // Backward: gradient dispatch 2 us; output grads to GPU 1 by Copy Engine 4 us (6); dgrad 200 us (206);
+  // input grads back 4 us (210); GPU 0 (dgrad done at 202) combines at 210 to 212 while its wgrad runs
+  // (0.4 us lost). GPU 1's combine kernel holds 20% of its SMs from 206 to 212 during its wgrad: 1.2 us
+  // lost, wgrad ends at 407.2; its gradients go home by Copy Engine: 2 + 20 us -> 429.2 us.
+  CHECK(r.backward_ps == 429 * us + 200'000);
+}

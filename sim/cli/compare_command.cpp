@@ -1,0 +1,115 @@
+// epsim compare COMPARISON.yaml: replays every case at every EP degree under every balancer and writes
+// one summary row per replay (comparison.csv) and a Markdown table (comparison.md, also printed on
+// stdout). Format and columns: docs/compare.md.
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "sim/balancers/placement.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/config/comparison_spec.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/replay/replay.hpp"
+#include "sim/report/comparison_table.hpp"
+#include "sim/report/output_folder.hpp"
+
+namespace po = boost::program_options;
+
+namespace epsim {
+
+namespace {
+
+/// comparison.md: a title, what was compared (names only, so that the file does not depend on where
+/// the command ran), the table and the cases that were skipped.
+std::string markdown_document(const ComparisonSpec& spec, const std::vector<ComparisonRow>& rows) {
+  std::ostringstream out;
+  out << "# Comparison: " << spec.name << "\n\n";
+  out << "Hardware " << spec.hardware.name << ", " << to_string(spec.placement) << " placement, backward "
+      << (spec.backward ? "on" : "off") << ", "
+      << (spec.max_records > 0 ? "at most " + std::to_string(spec.max_records) + " records" : "all records")
+      << " per replay. Cases:";
+  for (std::size_t i = 0; i < spec.cases.size(); ++i) {
+    const ComparisonCase& c = spec.cases[i];
+    out << (i ? "," : "") << " " << c.name << " (model " << c.model.name << ", trace "
+        << std::filesystem::path(c.trace_path).filename().string() << ")";
+  }
+  out << ".\n\n";
+  out << "Ratios, times and the NVLink-domain floor are medians over records; bytes and utilisation are means. "
+         "Reductions are 1 - median excess / median excess of the baseline `"
+      << spec.baseline << "` on the same case and EP degree (n/a where the baseline has no excess). "
+      << "Columns: docs/compare.md.\n\n";
+  out << comparison_markdown(rows);
+  for (const SkippedCase& s : spec.skipped)
+    out << "\nSkipped case " << s.name << ": trace " << std::filesystem::path(s.trace_path).filename().string()
+        << " not found (optional).\n";
+  return out.str();
+}
+
+}  // namespace
+
+int compare_command(const std::vector<std::string>& args) {
+  std::string comparison_path, output_override;
+  bool overwrite = false, quiet = false;
+  int max_records = -1;
+  po::options_description options("epsim compare COMPARISON.yaml [options]");
+  options.add_options()
+      ("help,h", "show this help")
+      ("comparison", po::value(&comparison_path), "comparison YAML file (kind: comparison)")
+      ("output,o", po::value(&output_override), "output folder (default: the comparison's `output`)")
+      ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
+      ("max-records", po::value(&max_records), "replay at most N records per replay (0 = all; default: the file's)")
+      ("quiet,q", po::bool_switch(&quiet), "print nothing on success (no table, no progress)");
+  po::positional_options_description positional;
+  positional.add("comparison", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  if (comparison_path.empty())
+    throw InputError("command line", "", "missing COMPARISON.yaml (see epsim compare --help)");
+  if (vm.count("max-records") && max_records < 0)
+    throw InputError("command line", "", "--max-records: expected an integer >= 0, got " + std::to_string(max_records));
+
+  ComparisonSpec spec = load_comparison(comparison_path);
+  if (!output_override.empty()) spec.output_dir = output_override;
+  if (max_records >= 0) spec.max_records = max_records;
+  for (const SkippedCase& s : spec.skipped) std::cerr << "epsim compare: " << s.message() << "\n";
+
+  OutputFolder folder(spec.output_dir, overwrite);
+  std::vector<ComparisonRow> rows;
+  for (const ComparisonCase& c : spec.cases) {
+    for (const int ep : spec.ep_degrees) {
+      for (const ComparisonBalancer& b : spec.balancers) {
+        ComparisonAccumulator acc;
+        replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); });
+        if (acc.records() == 0)
+          throw InputError(c.trace_path, "", "case '" + c.name + "': the trace has no records to replay");
+        rows.push_back(acc.row(ComparisonKey{c.name, ep, b.label, b.choice.name}));
+        if (!quiet)
+          std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": " << acc.records()
+                    << " records\n";
+      }
+    }
+  }
+  apply_reductions(rows, spec.baseline);
+
+  const std::string markdown = markdown_document(spec, rows);
+  std::ofstream csv(folder.path("comparison.csv"), std::ios::binary);
+  csv << comparison_csv(rows);
+  std::ofstream md(folder.path("comparison.md"), std::ios::binary);
+  md << markdown;
+  for (std::ofstream* f : {&csv, &md}) {
+    f->close();
+    if (!*f) throw InputError(spec.output_dir, "", "error while writing results");
+  }
+  folder.commit();
+  if (!quiet) std::cout << markdown << "\n  outputs: " << spec.output_dir << "/{comparison.csv,comparison.md}\n";
+  return 0;
+}
+
+}  // namespace epsim

@@ -1,0 +1,83 @@
+// The table `epsim compare` writes: one row per (case, EP degree, balancer) summarising that replay's
+// records (medians of the straggler and time metrics, means of bytes and utilisation), and each
+// balancer's excess reduction against the baseline balancer on the same case and EP degree. Column
+// names are docs/metrics.md's with a `_median` or `_mean` suffix; docs/compare.md defines them all.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/report/layer_metrics.hpp"
+
+namespace epsim {
+
+/// Which replay a row summarises.
+struct ComparisonKey {
+  std::string case_name;
+  int ep_degree = 0;
+  std::string balancer;       ///< the label (unique within a comparison)
+  std::string balancer_name;  ///< the registry name, e.g. "fastermoe" for label "fastermoe-paper"
+};
+
+struct ComparisonRow {
+  ComparisonKey key;
+  std::size_t records = 0;
+  // Medians over records.
+  double token_straggler_ratio_median = 0;
+  double token_excess_median = 0;
+  double token_idle_fraction_median = 0;
+  double gemm_straggler_ratio_median = 0;
+  double gemm_excess_median = 0;
+  double layer_time_us_median = 0;
+  double exposed_overhead_us_median = 0;
+  double bound_nvlink_domain_median = 0;
+  // Means over records.
+  double ep_token_bytes_mean = 0;
+  double ce_token_bytes_mean = 0;
+  double weight_bytes_mean = 0;
+  double gradient_bytes_mean = 0;
+  double planner_us_mean = 0;
+  double copy_engine_util_max_mean = 0;
+  double nvlink_out_util_max_mean = 0;
+  /// 1 - token_excess_median / (the baseline's token_excess_median); empty when the baseline's
+  /// median excess is 0 (nothing to reduce) or before apply_reductions().
+  std::optional<double> token_excess_reduction;
+  std::optional<double> gemm_excess_reduction;  ///< the same for gemm_excess_median
+};
+
+/// Collects the metrics of one replay, record by record, and summarises them.
+class ComparisonAccumulator {
+ public:
+  void add(const LayerMetrics& m);
+  std::size_t records() const { return token_ratio_.size(); }
+  /// The row for `key`, reductions left empty. Requires at least one record.
+  ComparisonRow row(const ComparisonKey& key) const;
+
+ private:
+  std::vector<double> token_ratio_, token_excess_, token_idle_, gemm_ratio_, gemm_excess_, layer_time_,
+      exposed_, nvlink_floor_;
+  double ep_bytes_ = 0, ce_bytes_ = 0, weight_bytes_ = 0, gradient_bytes_ = 0, planner_us_ = 0, ce_util_ = 0,
+         nvlink_util_ = 0;
+};
+
+/// The median of `values` (the mean of the two middle values for an even count). Requires values.
+double median_of(std::vector<double> values);
+
+/// Fills every row's reductions against the row of `baseline` (a label) with the same case and EP
+/// degree. A reduction stays empty when that baseline row is absent or its median excess is 0.
+void apply_reductions(std::vector<ComparisonRow>& rows, const std::string& baseline);
+
+/// comparison.csv: a header line and one line per row, in the order given. Numbers are written with
+/// 9 significant digits ("%.9g"), an empty reduction as an empty cell.
+std::string comparison_csv(const std::vector<ComparisonRow>& rows);
+const std::vector<std::string>& comparison_csv_columns();
+
+/// The Markdown table (header, alignment line, one line per row), numbers rounded for reading:
+/// ratios to 3 decimals, reductions in percent to 1 decimal ("n/a" when empty), times in us to 1
+/// decimal, bytes in MB to 2 decimals, utilisations to 3 decimals. Cells are padded so that the table
+/// also reads as plain text.
+std::string comparison_markdown(const std::vector<ComparisonRow>& rows);
+
+}  // namespace epsim
