@@ -19,7 +19,8 @@ const char* to_string(ShadowPolicy policy) {
 
 double shadow_net_bw_GBps(const BalancerContext& context) {
   const HardwareSpec& hw = *context.hardware;
-  if (context.num_gpus > context.gpus_per_node) return hw.infiniband.nic_bw_GBps * hw.ep_backend.ib_efficiency;
+  if (context.num_gpus > context.gpus_per_node)
+    return hw.infiniband.nic_bw_GBps * hw.ep_backend.ib_efficiency;
   return hw.nvlink.port_bw_GBps * hw.ep_backend.nvlink_efficiency;
 }
 
@@ -66,7 +67,8 @@ std::vector<int> greedy_shadow(const std::vector<std::int64_t>& loads, const Sha
   return shadowed;
 }
 
-std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record, const BalancerContext& context) {
+std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record,
+                                  const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
   if (policy == ShadowPolicy::none || n <= 1) return {};
@@ -83,6 +85,7 @@ std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record
     for (int s = 0; s < n; ++s)
       for (int e = 0; e < experts; ++e) sender_total[s] += record.count(s, e, experts);
     shadowed = greedy_shadow(sender_total, costs, sender_total.size() - 1);
+    assert(n <= experts);  // so every sender index is also a valid expert id
   }
   std::sort(shadowed.begin(), shadowed.end());
   return shadowed;

@@ -27,7 +27,7 @@ const char* to_string(ShadowPolicy policy);
 
 /// The policy's latency model, per token or per expert, in picoseconds.
 struct ShadowCosts {
-  double comp_ps_per_token = 0;    ///< t_comp: one token's forward FLOPs through one expert at the achieved GEMM rate
+  double comp_ps_per_token = 0;    ///< t_comp: one token's forward FLOPs through one expert, achieved rate
   double feat_ps_per_token = 0;    ///< t_feat: one token's hidden state over the network
   double model_ps_per_expert = 0;  ///< t_model: one expert's weights over the network
 };
@@ -41,11 +41,13 @@ double shadow_net_bw_GBps(const BalancerContext& context);
 ShadowCosts shadow_costs(const TraceRecord& record, const BalancerContext& context);
 
 /// The greedy loop over `loads` (indexed by whatever the caller means): the indices shadowed, heaviest
-/// first. Ties sort by ascending index, so the result is deterministic. At most `max_shadows` indices.
+/// first, at most `max_shadows`. Ties sort by ascending index; a tie at B_(k) = B_(k+1) stops the loop
+/// before either entry is shadowed anyway, so no result depends on the tie order.
 std::vector<int> greedy_shadow(const std::vector<std::int64_t>& loads, const ShadowCosts& costs,
                                std::size_t max_shadows);
 
 /// The expert ids `policy` shadows for this record, ascending. Empty for one GPU (no network to save).
-std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record, const BalancerContext& context);
+std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record,
+                                  const BalancerContext& context);
 
 }  // namespace epsim

@@ -1,5 +1,6 @@
 #include "sim/balancers/registry.hpp"
 
+#include "sim/balancers/fastermoe.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/core/input_error.hpp"
@@ -12,6 +13,8 @@ const std::vector<BalancerInfo>& balancer_registry() {
   static const std::vector<BalancerInfo> registry = {
       {"static_ep", "no balancing: experts stay on their home GPU, tokens go there over the EP backend",
        [](ConfigMap&) { return std::make_unique<StaticEp>(); }},
+      {"fastermoe", "FasterMoE: shadow hot experts (weights broadcast, gradients reduced) + group-wise exchange",
+       [](ConfigMap& params) { return make_fastermoe(params); }},
       {"oracle", "lower bound: every GPU computes the mean load, extra instances appear at zero cost",
        [](ConfigMap&) { return std::make_unique<Oracle>(); }},
   };

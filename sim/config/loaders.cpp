@@ -86,6 +86,7 @@ HardwareSpec load_hardware(const std::string& path) {
     ConfigMap m = top.get_map("copy_engine");
     hw.copy_engine.bw_GBps = m.get_double("bw_GBps", kPositive, kHuge);
     hw.copy_engine.fixed_cost_us = m.get_double("fixed_cost_us", 0, kHuge);
+    hw.copy_engine.hbm_traffic_factor = m.get_double_or("hbm_traffic_factor", 1.0, 0, 4);
     m.finish();
   }
   {

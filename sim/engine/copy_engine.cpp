@@ -12,12 +12,13 @@ CopyEngine::CopyEngine(EventQueue& queue, FlowNetwork& network, Time_ps fixed_co
   if (!(bw_GBps > 0)) throw std::invalid_argument("CopyEngine: bandwidth must be > 0");
 }
 
-void CopyEngine::enqueue(const std::vector<LinkId>& links, double bytes, DoneCallback on_done) {
+void CopyEngine::enqueue(const std::vector<LinkId>& links, double bytes, DoneCallback on_done,
+                         std::function<void()> on_start) {
   // Checked here rather than when the copy reaches the head, where the error would surface inside
   // some unrelated event.
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw std::invalid_argument("CopyEngine: copy bytes must be >= 0");
   for (LinkId l : links) network_.link_capacity_GBps(l);  // throws std::out_of_range on a bad id
-  copies_.push_back(Copy{links, bytes, std::move(on_done)});
+  copies_.push_back(Copy{links, bytes, std::move(on_done), std::move(on_start)});
   if (!running_) start_head();
 }
 
@@ -31,6 +32,7 @@ void CopyEngine::start_head() {
   running_ = true;
   running_since_ps_ = queue_.now_ps();
   const Copy& copy = copies_.front();
+  if (copy.on_start) copy.on_start();
   // The fixed cost is the flow's latency phase: it holds the engine but no link.
   network_.start_flow(copy.links, copy.bytes, fixed_cost_ps_, bw_GBps_,
                       [this](Time_ps started_ps, Time_ps ended_ps) { finish_head(started_ps, ended_ps); });

@@ -20,7 +20,9 @@ class CopyEngine {
   CopyEngine(EventQueue& queue, FlowNetwork& network, Time_ps fixed_cost_ps, double bw_GBps);
 
   /// Appends a copy of `bytes` over `links`; it starts when every copy enqueued before it finished.
-  void enqueue(const std::vector<LinkId>& links, double bytes, DoneCallback on_done);
+  /// `on_start`, if given, runs when the copy leaves the queue.
+  void enqueue(const std::vector<LinkId>& links, double bytes, DoneCallback on_done,
+               std::function<void()> on_start = {});
 
   std::size_t queued() const;  ///< copies waiting or running
   Time_ps busy_ps() const;     ///< total time the engine had a copy in progress
@@ -31,6 +33,7 @@ class CopyEngine {
     std::vector<LinkId> links;
     double bytes;
     DoneCallback on_done;
+    std::function<void()> on_start;
   };
 
   void start_head();

@@ -1,5 +1,7 @@
 #include "sim/engine/sm_pool.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -37,12 +39,28 @@ void SmPool::release(int sms) {
   if (running_) schedule_end();
 }
 
-void SmPool::submit(Time_ps work_ps, DoneCallback on_done) {
-  if (work_ps < 0 || work_ps > std::numeric_limits<std::int64_t>::max() / total_sms_) {
+void SmPool::submit(Time_ps work_ps, DoneCallback on_done, double hbm_fraction) {
+  if (work_ps < 0 || work_ps > std::numeric_limits<std::int64_t>::max() / total_sms_ / 1000) {
     throw std::invalid_argument("SmPool: kernel work out of range");
   }
-  kernels_.push_back(Kernel{work_ps, std::move(on_done)});
+  if (!(hbm_fraction >= 0 && hbm_fraction <= 1)) throw std::invalid_argument("SmPool: hbm_fraction outside [0, 1]");
+  kernels_.push_back(Kernel{work_ps, std::move(on_done), hbm_fraction});
   if (!running_) start_head();
+}
+
+void SmPool::set_hbm_pressure(double pressure) {
+  progress();
+  hbm_pressure_ = pressure < 0 ? 0 : (pressure > 1 ? 1 : pressure);
+  if (running_) schedule_end();
+}
+
+std::int64_t SmPool::hbm_permille() const {
+  if (!running_) return 1000;
+  const double f = kernels_.front().hbm_fraction;
+  if (f <= 0 || hbm_pressure_ <= 0) return 1000;
+  const double speed = (1.0 - hbm_pressure_) / f;
+  // A kernel never stops entirely: it keeps at least 5% of its speed.
+  return speed >= 1.0 ? 1000 : std::max<std::int64_t>(50, static_cast<std::int64_t>(std::lround(speed * 1000)));
 }
 
 Time_ps SmPool::compute_busy_ps() const { return busy_ps_ + (running_ ? queue_.now_ps() - started_ps_ : 0); }
@@ -51,21 +69,21 @@ void SmPool::start_head() {
   running_ = true;
   started_ps_ = queue_.now_ps();
   last_update_ps_ = started_ps_;
-  remaining_sm_ps_ = kernels_.front().work_ps * total_sms_;
+  remaining_sm_ps_ = kernels_.front().work_ps * total_sms_ * 1000;
   schedule_end();
 }
 
 void SmPool::progress() {
   if (!running_) return;
   const Time_ps now = queue_.now_ps();
-  remaining_sm_ps_ -= (now - last_update_ps_) * (total_sms_ - held_sms_);
+  remaining_sm_ps_ -= (now - last_update_ps_) * (total_sms_ - held_sms_) * hbm_permille();
   if (remaining_sm_ps_ < 0) remaining_sm_ps_ = 0;
   last_update_ps_ = now;
 }
 
 void SmPool::schedule_end() {
-  const std::int64_t free_sms = total_sms_ - held_sms_;
-  const Time_ps at = queue_.now_ps() + (remaining_sm_ps_ + free_sms - 1) / free_sms;  // rounded up
+  const std::int64_t rate = (total_sms_ - held_sms_) * hbm_permille();
+  const Time_ps at = queue_.now_ps() + (remaining_sm_ps_ + rate - 1) / rate;  // rounded up
   if (end_event_ != 0 && queue_.reschedule(end_event_, at)) return;
   end_event_ = queue_.schedule(at, [this] { finish_head(); });
 }

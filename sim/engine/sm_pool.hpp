@@ -29,8 +29,14 @@ class SmPool {
   void release(int sms);
 
   /// Appends a compute kernel that needs `work_ps` with every SM free. It starts when the kernels
-  /// submitted before it have finished.
-  void submit(Time_ps work_ps, DoneCallback on_done);
+  /// submitted before it have finished. `hbm_fraction` (0..1) is the share of HBM bandwidth the kernel
+  /// needs at full speed (1 for a memory-bound kernel).
+  void submit(Time_ps work_ps, DoneCallback on_done, double hbm_fraction = 0.0);
+
+  /// Share of HBM bandwidth other agents (Copy Engines) take now, 0..1. A kernel needing a share f
+  /// runs at min(1, (1 - pressure) / f) of its speed: memory-bound kernels slow down, compute-bound
+  /// ones keep their pace until HBM is full.
+  void set_hbm_pressure(double pressure);
 
   Time_ps compute_busy_ps() const;  ///< time the compute stream had a kernel running
 
@@ -38,7 +44,10 @@ class SmPool {
   struct Kernel {
     Time_ps work_ps;
     DoneCallback on_done;
+    double hbm_fraction;
   };
+  /// Speed of the running kernel under HBM pressure, in thousandths (1000 = full speed).
+  std::int64_t hbm_permille() const;
 
   void start_head();
   /// Brings the running kernel's remaining work up to now() at the current SM share.
@@ -52,9 +61,11 @@ class SmPool {
   std::deque<Kernel> kernels_;  ///< front() runs while running_
   bool running_ = false;
   Time_ps started_ps_ = 0;
-  // Remaining work of the running kernel in SM-picoseconds (work_ps * total_sms): progress over dt
-  // with k SMs held is exactly dt * (total - k), so completion times need no floating point.
+  // Remaining work of the running kernel in milli-SM-picoseconds (work_ps * total_sms * 1000): progress
+  // over dt with k SMs held at HBM speed p permille is exactly dt * (total - k) * p, so completion
+  // times need no floating point.
   std::int64_t remaining_sm_ps_ = 0;
+  double hbm_pressure_ = 0;
   Time_ps last_update_ps_ = 0;
   EventQueue::Handle end_event_ = 0;
   Time_ps busy_ps_ = 0;  ///< finished kernels only

@@ -33,32 +33,40 @@ double GemmCost::efficiency(double padded_tokens) const {
   return curve.back().efficiency;
 }
 
-Time_ps GemmCost::grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert,
-                                  int ffn_size) const {
+GemmCost::Estimate GemmCost::estimate(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const {
   const double h = model_.hidden_size;
   const double f = ffn_size;
   const double m = model_.matrices_per_expert();
   const double b = model_.dtype_bytes;
   const double peak_flops_per_ps = hw_.gpu.bf16_peak_TFLOPs;  // 1 TFLOP/s = 1 FLOP per ps
-  double compute_ps = 0;
+  Estimate e;
   double hbm_bytes = 0;
-  bool any = false;
   for (std::int64_t tokens : tokens_per_expert) {
     if (tokens <= 0) continue;
-    any = true;
     const double rows = static_cast<double>(padded(tokens));
     // Forward, data-gradient and weight-gradient GEMMs each do 2*M*N*K per matrix.
     const double flops = 2.0 * m * h * f * rows;
-    compute_ps += flops / (efficiency(rows) * peak_flops_per_ps);
+    e.compute_ps += flops / (efficiency(rows) * peak_flops_per_ps);
     // Every pass streams the expert's weights (read, or written as gradients in wgrad) plus its
     // activations in and out: the floor that makes small-M expert GEMMs memory bound.
     const double weights = m * h * f * b;
     const double activations = static_cast<double>(tokens) * b * (2.0 * h + 2.0 * (m - 1.0) * f);
     hbm_bytes += weights + activations;
   }
-  if (!any) return 0;
-  const double memory_ps = hbm_bytes / GBps_to_bytes_per_ps(hw_.gpu.hbm_GBps);
-  return us_to_ps(hw_.gemm.launch_us) + static_cast<Time_ps>(std::ceil(std::max(compute_ps, memory_ps)));
+  e.memory_ps = hbm_bytes / GBps_to_bytes_per_ps(hw_.gpu.hbm_GBps);
+  return e;
+}
+
+Time_ps GemmCost::grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const {
+  const Estimate e = estimate(tokens_per_expert, ffn_size);
+  if (e.compute_ps <= 0) return 0;
+  return us_to_ps(hw_.gemm.launch_us) + static_cast<Time_ps>(std::ceil(std::max(e.compute_ps, e.memory_ps)));
+}
+
+double GemmCost::hbm_fraction(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const {
+  const Estimate e = estimate(tokens_per_expert, ffn_size);
+  if (e.compute_ps <= 0) return 0;
+  return e.memory_ps >= e.compute_ps ? 1.0 : e.memory_ps / e.compute_ps;
 }
 
 }  // namespace epsim

@@ -23,11 +23,20 @@ class GemmCost {
   /// expert's intermediate size (routed or shared expert). The forward, data-gradient and
   /// weight-gradient GEMMs have the same FLOPs and HBM bytes in this model, so one function serves all.
   Time_ps grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const;
+  /// Share of HBM bandwidth the same GEMM needs while it runs at full speed: 1 when it is memory bound,
+  /// memory time / compute time when compute bound, 0 without tokens.
+  double hbm_fraction(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const;
   /// Efficiency curve value for `padded_tokens` rows.
   double efficiency(double padded_tokens) const;
   std::int64_t padded(std::int64_t tokens) const;
 
  private:
+  struct Estimate {
+    double compute_ps = 0;
+    double memory_ps = 0;
+  };
+  Estimate estimate(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const;
+
   const HardwareSpec& hw_;
   const ModelSpec& model_;
 };

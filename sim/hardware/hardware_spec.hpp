@@ -39,6 +39,10 @@ struct GemmSpec {
 struct CopyEngineSpec {
   double bw_GBps = 0;        ///< one direction, one copy
   double fixed_cost_us = 0;  ///< enqueue + P2P latency per copy
+  /// HBM bytes a copy adds on each of its two GPUs per byte copied (it reads the source's HBM and
+  /// writes the destination's). Kernels share the rest of HBM bandwidth: a memory-bound GEMM slows
+  /// down while copies touch its GPU, a compute-bound one does not (see SmPool).
+  double hbm_traffic_factor = 1.0;
 };
 
 struct NvlinkSpec {

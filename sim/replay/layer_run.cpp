@@ -36,6 +36,7 @@ void LayerRun::build_groups() {
         group_of_instance[i] = static_cast<int>(groups_.size());
       }
       group.work_ps = ctx_.gemm().grouped_time_ps(rows, ctx_.model().expert_ffn_size);
+      group.hbm_fraction = ctx_.gemm().hbm_fraction(rows, ctx_.model().expert_ffn_size);
       groups_of_[g].push_back(static_cast<int>(groups_.size()));
       groups_.push_back(group);
     }
@@ -229,9 +230,10 @@ void LayerRun::shared_expert_kernels(Pass pass, int kernels_per_gpu) {
     if (local_tokens_[g] == 0) continue;
     const std::vector<std::int64_t> rows(m.shared_experts, local_tokens_[g]);
     const Time_ps work = ctx_.gemm().grouped_time_ps(rows, m.shared_expert_ffn_size);
+    const double hbm = ctx_.gemm().hbm_fraction(rows, m.shared_expert_ffn_size);
     for (int k = 0; k < kernels_per_gpu; ++k)
       ctx_.kernel(g, work, pass, pass == Pass::forward ? "shared expert fwd" : "shared expert bwd",
-                  [](Time_ps, Time_ps) {});
+                  [](Time_ps, Time_ps) {}, hbm);
   }
 }
 
@@ -322,11 +324,14 @@ void LayerRun::pump_forward_compute(int gpu) {
     for (int i : plan_.gemm_order[gpu][p.compute_cursor[gpu]].instances)
       if (ce_weights_pending_[i] > 0) return;
     ++p.compute_cursor[gpu];
-    ctx_.kernel(gpu, group.work_ps, Pass::forward, "gemm fwd", [this, id](Time_ps start, Time_ps end) {
-      result_.routed_gemm_fwd_ps[groups_[id].gpu] += end - start;
-      result_.gemm_finish_fwd_ps[groups_[id].gpu] = end;
-      forward_group_done(id);
-    });
+    ctx_.kernel(
+        gpu, group.work_ps, Pass::forward, "gemm fwd",
+        [this, id](Time_ps start, Time_ps end) {
+          result_.routed_gemm_fwd_ps[groups_[id].gpu] += end - start;
+          result_.gemm_finish_fwd_ps[groups_[id].gpu] = end;
+          forward_group_done(id);
+        },
+        group.hbm_fraction);
   }
 }
 
@@ -380,11 +385,13 @@ void LayerRun::pump_backward_compute(int gpu) {
     if (p.ce_pending[id] > 0) return;
     ++p.compute_cursor[gpu];
     const bool dgrad = k < count;
-    ctx_.kernel(gpu, group.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
-                [this, id, dgrad](Time_ps, Time_ps) {
-                  if (dgrad) backward_dgrad_done(id);
-                  else backward_wgrad_done(id);
-                });
+    ctx_.kernel(
+        gpu, group.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
+        [this, id, dgrad](Time_ps, Time_ps) {
+          if (dgrad) backward_dgrad_done(id);
+          else backward_wgrad_done(id);
+        },
+        group.hbm_fraction);
   }
 }
 

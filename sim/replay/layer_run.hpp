@@ -41,6 +41,7 @@ class LayerRun {
   struct Group {
     int gpu = 0;
     Time_ps work_ps = 0;
+    double hbm_fraction = 0;  ///< HBM bandwidth share at full speed (slows under Copy Engine traffic)
     int input_stage = -1;     ///< last dispatch stage carrying its EP tokens; -1: none
     bool ep_weights = false;  ///< some instance waits for weights on the EP backend
     std::vector<int> stages;  ///< stages of its direct EP routes (their combine waits for it)

@@ -31,6 +31,13 @@ SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_g
                                                          hw.copy_engine.bw_GBps));
   }
   for (int n = 0; n < topology_.num_nodes(); ++n) hosts_.push_back(std::make_unique<HostCpu>(queue_));
+  active_copies_.assign(num_gpus, 0);
+}
+
+void SimContext::copies_touching(int gpu, int delta) {
+  active_copies_[gpu] += delta;
+  const double copy_GBps = hw_.copy_engine.bw_GBps * hw_.copy_engine.hbm_traffic_factor;
+  sms_[gpu]->set_hbm_pressure(active_copies_[gpu] * copy_GBps / hw_.gpu.hbm_GBps);
 }
 
 double SimContext::message_efficiency(int src, int dst, double payload_bytes) const {
@@ -52,19 +59,29 @@ void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, c
 }
 
 void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done) {
-  copy_engines_[src]->enqueue(topology_.nvlink_route(src, dst), bytes,
-                              [this, src, pass, name, bytes, done](Time_ps start, Time_ps end) {
-                                timeline_.events.push_back({src, Track::copy_engine, pass, name, start, end, bytes});
-                                done();
-                              });
+  copy_engines_[src]->enqueue(
+      topology_.nvlink_route(src, dst), bytes,
+      [this, src, dst, pass, name, bytes, done](Time_ps start, Time_ps end) {
+        copies_touching(src, -1);
+        copies_touching(dst, -1);
+        timeline_.events.push_back({src, Track::copy_engine, pass, name, start, end, bytes});
+        done();
+      },
+      [this, src, dst] {
+        copies_touching(src, +1);
+        copies_touching(dst, +1);
+      });
 }
 
 void SimContext::kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
-                        std::function<void(Time_ps, Time_ps)> done) {
-  sms_[gpu]->submit(work_ps, [this, gpu, pass, name, done](Time_ps start, Time_ps end) {
-    timeline_.events.push_back({gpu, Track::compute, pass, name, start, end, 0});
-    done(start, end);
-  });
+                        std::function<void(Time_ps, Time_ps)> done, double hbm_fraction) {
+  sms_[gpu]->submit(
+      work_ps,
+      [this, gpu, pass, name, done](Time_ps start, Time_ps end) {
+        timeline_.events.push_back({gpu, Track::compute, pass, name, start, end, 0});
+        done(start, end);
+      },
+      hbm_fraction);
 }
 
 void SimContext::d2h_copy(int gpu, double bytes, Pass pass, const std::string& name, Done done) {

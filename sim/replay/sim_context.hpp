@@ -32,11 +32,13 @@ class SimContext {
   /// An EP-backend message of `payload_bytes` from `src` to `dst` (src != dst). Its wire bytes include
   /// the fabric's protocol efficiency and the message-size curve.
   void ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name, Done done);
-  /// A copy on `src`'s Copy Engine to `dst` in the same node.
+  /// A copy on `src`'s Copy Engine to `dst` in the same node. While it runs it adds HBM traffic on both
+  /// GPUs (copy_engine.hbm_traffic_factor), which memory-bound kernels there feel.
   void ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done);
-  /// A kernel of `work_ps` (all SMs free) on `gpu`'s compute stream.
+  /// A kernel of `work_ps` (all SMs free) on `gpu`'s compute stream, needing `hbm_fraction` of HBM
+  /// bandwidth at full speed.
   void kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
-              std::function<void(Time_ps start_ps, Time_ps end_ps)> done);
+              std::function<void(Time_ps start_ps, Time_ps end_ps)> done, double hbm_fraction = 0.0);
   /// A device-to-host copy of `bytes` from `gpu` over PCIe (recorded on the node's host track).
   void d2h_copy(int gpu, double bytes, Pass pass, const std::string& name, Done done);
   /// A task of `duration_ps` on the host CPU of `gpu`'s node.
@@ -58,6 +60,7 @@ class SimContext {
 
  private:
   double message_efficiency(int src, int dst, double payload_bytes) const;
+  void copies_touching(int gpu, int delta);
 
   const HardwareSpec& hw_;
   const ModelSpec& model_;
@@ -68,6 +71,7 @@ class SimContext {
   std::vector<std::unique_ptr<SmPool>> sms_;
   std::vector<std::unique_ptr<CopyEngine>> copy_engines_;
   std::vector<std::unique_ptr<HostCpu>> hosts_;  ///< one per node
+  std::vector<int> active_copies_;                 ///< per GPU: Copy Engine copies reading or writing its HBM
   Timeline timeline_;
 };
 

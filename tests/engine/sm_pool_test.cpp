@@ -90,3 +90,21 @@ TEST_CASE("SmPool: preconditions") {
   CHECK_THROWS_AS(sms.submit(-5, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(SmPool(q, 0), std::invalid_argument);
 }
+
+TEST_CASE("SmPool: HBM pressure slows a memory-bound kernel, not a compute-bound one") {
+  EventQueue q;
+  SmPool pool(q, 100);
+  Time_ps memory_bound_end = 0, compute_bound_end = 0;
+  // Copies take half of HBM bandwidth from 10 us to 30 us.
+  q.schedule(10 * epsim::kPsPerUs, [&] { pool.set_hbm_pressure(0.5); });
+  q.schedule(30 * epsim::kPsPerUs, [&] { pool.set_hbm_pressure(0.0); });
+  // A 40 us kernel that needs all of HBM: 10 us at full speed, 20 us at half (10 us of work), then the
+  // remaining 20 us at full speed: ends at 50 us.
+  pool.submit(40 * epsim::kPsPerUs, [&](Time_ps, Time_ps end) { memory_bound_end = end; }, 1.0);
+  // Then a 40 us kernel needing a quarter of HBM: (1 - 0.5) / 0.25 >= 1, so it never slows: 50 + 40.
+  q.schedule(55 * epsim::kPsPerUs, [&] { pool.set_hbm_pressure(0.5); });
+  pool.submit(40 * epsim::kPsPerUs, [&](Time_ps, Time_ps end) { compute_bound_end = end; }, 0.25);
+  q.run();
+  CHECK(memory_bound_end == 50 * epsim::kPsPerUs);
+  CHECK(compute_bound_end == 90 * epsim::kPsPerUs);
+}

@@ -1,0 +1,120 @@
+#include "sim/balancers/fastermoe.hpp"
+
+#include <cassert>
+
+#include "sim/balancers/group_exchange.hpp"
+#include "sim/balancers/placement.hpp"
+
+namespace epsim {
+
+FasterMoe::FasterMoe(FasterMoeOptions options) : options_(options) { assert(options_.group_size >= 1); }
+
+Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) {
+  const int n = context.num_gpus;
+  const int experts = context.model->num_experts;
+  // Without smart scheduling the exchange is one step: the same as a single group of every rank.
+  const GroupExchange exchange(n, options_.smart_schedule ? options_.group_size : n);
+  const int stages = exchange.num_groups();
+
+  std::vector<bool> shadowed(experts, false);
+  for (int e : shadowed_experts(options_.policy, record, context)) shadowed[e] = true;
+
+  Plan plan;
+  plan.balancer = "fastermoe";
+  plan.step = record.step;
+  plan.micro_batch = record.micro_batch;
+  plan.layer = record.layer;
+  plan.num_gpus = n;
+  plan.exchange_stages = stages;
+  // No policy, no all_gather of the counts and nothing to decide: v1's no_shadow_policy is free.
+  if (options_.policy != ShadowPolicy::none) {
+    plan.planner.site = PlannerSite::gpu;
+    plan.planner.duration_ps = us_to_ps(options_.planner_time_us);
+    plan.planner.start = PlannerStart::before_dispatch;
+  }
+
+  // Instance e is expert e's home copy: its stage-0 tokens, or for a shadowed expert the owner's own
+  // tokens. It exists even without tokens, as in static EP.
+  std::vector<int> home(experts);
+  for (int e = 0; e < experts; ++e) {
+    home[e] = home_gpu(e, experts, n, context.placement);
+    plan.instances.push_back({e, home[e], InstanceKind::static_expert});
+  }
+  // More home instances, one per (expert, later stage) that has tokens, so C_j is its own GEMM.
+  std::vector<std::vector<int>> stage_instance(experts, std::vector<int>(stages, -1));
+  for (int e = 0; e < experts; ++e) stage_instance[e][0] = e;
+  for (int j = 1; j < stages; ++j) {
+    for (int e = 0; e < experts; ++e) {
+      if (shadowed[e]) continue;
+      for (int s = 0; s < n; ++s) {
+        if (record.count(s, e, experts) == 0 || exchange.stage(s, home[e]) != j) continue;
+        stage_instance[e][j] = static_cast<int>(plan.instances.size());
+        plan.instances.push_back({e, home[e], InstanceKind::static_expert});
+        break;
+      }
+    }
+  }
+  // A shadow on every other GPU, tokens or not: v1 broadcasts to all and reduces from all.
+  const std::int64_t weight_bytes = context.model->expert_weight_bytes();
+  std::vector<std::vector<int>> shadow_instance(experts);
+  for (int e = 0; e < experts; ++e) {
+    if (!shadowed[e]) continue;
+    shadow_instance[e].assign(n, e);  // the owner computes its own tokens on its home instance
+    for (int g = 0; g < n; ++g) {
+      if (g == home[e]) continue;
+      const int inst = static_cast<int>(plan.instances.size());
+      shadow_instance[e][g] = inst;
+      plan.instances.push_back({e, g, InstanceKind::dynamic_expert});
+      plan.transfers.push_back(
+          {TransferKind::weights, PassKind::forward, inst, home[e], g, weight_bytes, Carrier::ep_backend});
+      plan.transfers.push_back(
+          {TransferKind::gradients, PassKind::backward, inst, g, home[e], weight_bytes, Carrier::ep_backend});
+    }
+  }
+
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      const std::int64_t c = record.count(s, e, experts);
+      if (c == 0) continue;
+      if (shadowed[e]) {
+        // Stage -1: computed where they are, outside the exchange; no combine waits for them.
+        plan.routes.push_back({s, shadow_instance[e][s], c, Carrier::none, -1, -1});
+        continue;
+      }
+      const int j = exchange.stage(s, home[e]);
+      const Carrier carrier = s == home[e] ? Carrier::none : Carrier::ep_backend;
+      plan.routes.push_back({s, stage_instance[e][j], c, carrier, -1, j});
+    }
+  }
+
+  // Per GPU: C_0 .. C_{n_g-1}, then the shadow computations.
+  plan.gemm_order.resize(n);
+  for (int g = 0; g < n; ++g) {
+    for (int j = 0; j < stages; ++j) {
+      GemmGroup group{g, {}};
+      for (int e = 0; e < experts; ++e)
+        if (home[e] == g && !shadowed[e] && stage_instance[e][j] >= 0)
+          group.instances.push_back(stage_instance[e][j]);
+      if (!group.instances.empty()) plan.gemm_order[g].push_back(group);
+    }
+    GemmGroup shadows{g, {}};
+    for (int e = 0; e < experts; ++e)
+      if (shadowed[e]) shadows.instances.push_back(shadow_instance[e][g]);
+    if (!shadows.instances.empty()) plan.gemm_order[g].push_back(shadows);
+  }
+  return plan;
+}
+
+std::unique_ptr<Balancer> make_fastermoe(ConfigMap& params) {
+  FasterMoeOptions options;
+  const std::string policy = params.get_choice_or("policy", "paper", {"paper", "code", "none"});
+  options.policy = policy == "code"   ? ShadowPolicy::code
+                   : policy == "none" ? ShadowPolicy::none
+                                      : ShadowPolicy::paper;
+  options.smart_schedule = params.get_bool_or("smart_schedule", options.smart_schedule);
+  options.group_size = static_cast<int>(params.get_int_or("group_size", options.group_size, 1, 1 << 20));
+  options.planner_time_us = params.get_double_or("planner_time_us", options.planner_time_us, 0, 1e9);
+  return std::make_unique<FasterMoe>(options);
+}
+
+}  // namespace epsim
