@@ -15,14 +15,15 @@
 
 namespace epsim {
 
-/// Host time of one node's scheduler for the GLM-5-like case (8 GPUs, 128 experts, 2 dynamic per
-/// GPU): the median of tests/bench/feplb_planner_bench.cpp (BM_FeplbNodeScheduler/8), rounded up.
-/// A constant, not a run-time measurement, so that every run of a plan is reproducible.
-constexpr double kFeplbDefaultPlannerTimeUs = 1.0;
+/// Host time of one node's planner for the GLM-5-like case (8 GPUs, 128 experts, 2 dynamic per GPU):
+/// reduce the count matrix to the node's expert loads, then schedule. Median of
+/// BM_FeplbNodePlanner/8 in tests/bench/feplb_planner_bench.cpp (2.1 us CPU), rounded up to whole
+/// microseconds. A constant, not a run-time measurement, so that every run of a plan is reproducible.
+constexpr double kFeplbDefaultPlannerTimeUs = 3.0;
 
 struct FeplbParams {
   FeplbSchedulerParams scheduler;
-  double planner_time_us = kFeplbDefaultPlannerTimeUs;  ///< host time of one node's scheduler
+  double planner_time_us = kFeplbDefaultPlannerTimeUs;  ///< host time of one node's planner
 };
 
 class Feplb : public Balancer {

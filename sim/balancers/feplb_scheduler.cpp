@@ -23,9 +23,11 @@ std::vector<std::vector<Candidate>> dynamic_candidates(const std::vector<std::ve
   for (std::size_t g = 0; g < home_experts.size(); ++g) {
     std::vector<HomeExpert> sorted = home_experts[g];
     const std::size_t k = std::min(sorted.size(), static_cast<std::size_t>(per_gpu));
-    std::partial_sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end(),
-                      [](const HomeExpert& a, const HomeExpert& b) { return heavier(a.tokens, a.expert, b.tokens, b.expert); });
-    for (std::size_t i = 0; i < k && sorted[i].tokens > 0; ++i) candidates[g].push_back({sorted[i].expert, sorted[i].tokens});
+    std::partial_sort(
+        sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end(),
+        [](const HomeExpert& a, const HomeExpert& b) { return heavier(a.tokens, a.expert, b.tokens, b.expert); });
+    for (std::size_t i = 0; i < k && sorted[i].tokens > 0; ++i)
+      candidates[g].push_back({sorted[i].expert, sorted[i].tokens});
   }
   return candidates;
 }

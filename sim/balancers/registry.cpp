@@ -1,6 +1,7 @@
 #include "sim/balancers/registry.hpp"
 
 #include "sim/balancers/fastermoe.hpp"
+#include "sim/balancers/feplb.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/core/input_error.hpp"
@@ -15,6 +16,8 @@ const std::vector<BalancerInfo>& balancer_registry() {
        [](ConfigMap&) { return std::make_unique<StaticEp>(); }},
       {"fastermoe", "FasterMoE: shadow hot experts (weights broadcast, gradients reduced) + group-wise exchange",
        [](ConfigMap& params) { return make_fastermoe(params); }},
+      {"feplb", "FEPLB: EP dispatch, then dynamic experts' tokens and weights moved in the node by Copy Engine",
+       [](ConfigMap& params) { return make_feplb(params); }},
       {"oracle", "lower bound: every GPU computes the mean load, extra instances appear at zero cost",
        [](ConfigMap&) { return std::make_unique<Oracle>(); }},
   };
