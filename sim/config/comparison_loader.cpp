@@ -81,11 +81,15 @@ bool is_file(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
-void require_file(ConfigMap& m, const std::string& key, const std::string& resolved, const std::string& written) {
+bool exists(const std::string& path) {
   std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+void require_file(ConfigMap& m, const std::string& key, const std::string& resolved, const std::string& written) {
   if (!is_file(resolved))
     m.fail(key, key + " file '" + resolved + "' " +
-                    (fs::exists(resolved, ec) ? "is not a regular file" : "does not exist") + " (" + key + ": " +
+                    (exists(resolved) ? "is not a regular file" : "does not exist") + " (" + key + ": " +
                     written + ", relative to the comparison file's folder)");
 }
 
@@ -168,11 +172,15 @@ void read_cases(const YAML::Node& list, ConfigMap& top, const fs::path& folder, 
     }
 
     c.trace_path = resolve(folder, trace);
-    if (!is_file(c.trace_path) && c.optional && !fs::exists(c.trace_path)) {
+    if (c.optional && !exists(c.trace_path)) {
       spec.skipped.push_back(SkippedCase{c.name, c.trace_path});
       continue;
     }
-    require_file(m, "trace", c.trace_path, trace);
+    if (!is_file(c.trace_path))
+      m.fail("trace", "case '" + c.name + "': trace file '" + c.trace_path + "' " +
+                          (exists(c.trace_path) ? "is not a regular file" : "does not exist") + " (trace: " + trace +
+                          ", relative to the comparison file's folder; `optional: true` skips a case whose trace "
+                          "is missing)");
     check_trace(m, c, eps);
     spec.cases.push_back(std::move(c));
   }
@@ -182,30 +190,28 @@ void read_cases(const YAML::Node& list, ConfigMap& top, const fs::path& folder, 
 }
 
 void read_balancers(const YAML::Node& list, const std::string& file, ComparisonSpec& spec) {
-  std::string known;
-  for (const BalancerInfo& info : balancer_registry()) known += (known.empty() ? "" : ", ") + info.name;
+  std::vector<std::string> known;
+  for (const BalancerInfo& info : balancer_registry()) known.push_back(info.name);
   std::map<std::string, std::string> seen;  // label -> line
   for (std::size_t i = 0; i < list.size(); ++i) {
     ConfigMap m(list[i], file, "balancers[" + std::to_string(i) + "]");
     ComparisonBalancer b;
-    b.choice.name = m.get_string("name");
+    b.choice.name = m.get_choice("name", known);  // an unknown name lists the registry's, with a typo hint
     const bool labelled = m.has("label");
     b.label = m.get_string_or("label", b.choice.name);
     const std::string label_key = labelled ? "label" : "name";
     check_name(m, label_key, b.label);
+    const bool has_params = m.has("params");
     b.choice.params = m.get_raw("params");
     if (b.choice.params.IsDefined() && !b.choice.params.IsNull() && !b.choice.params.IsMap())
       m.fail("params", "balancers[" + std::to_string(i) + "].params: expected a mapping of the balancer's parameters");
     m.finish();
 
-    bool registered = false;
-    for (const BalancerInfo& info : balancer_registry()) registered = registered || info.name == b.choice.name;
-    if (!registered) m.fail("name", "unknown balancer '" + b.choice.name + "' (expected one of: " + known + ")");
     if (seen.count(b.label))
       m.fail(label_key, "duplicate balancer label '" + b.label + "' (first at line " + seen[b.label] +
                             "); give one of them its own `label:`");
     seen[b.label] = line_of(m.where(label_key));
-    b.choice.params_place = file_line(m.where(b.choice.params.IsDefined() ? "params" : "name"));
+    b.choice.params_place = file_line(m.where(has_params ? "params" : "name"));
     make_balancer(b.choice, file);  // validates the parameters; the instance is not kept
     spec.balancers.push_back(std::move(b));
   }

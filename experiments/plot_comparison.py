@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Draws comparison.png from the comparison.csv written by `epsim compare` (columns: docs/compare.md).
+
+One column of panels per (case, EP degree), in the order of the CSV:
+  top row:    token and GEMM straggler ratio (max/mean, medians over records) per balancer, with
+              1.0 (perfect balance) and the NVLink-domain floor as horizontal lines; the token excess
+              reduction against the baseline is written above each token bar;
+  bottom row: layer time and exposed overhead (medians, us) per balancer.
+
+Usage: python3 experiments/plot_comparison.py OUT/comparison.csv [-o OUT/comparison.png]
+Needs matplotlib (Debian: python3-matplotlib). The output depends only on the CSV: fixed figure size
+and resolution, no timestamp or software version in the PNG's metadata.
+"""
+
+import argparse
+import csv
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+TOKEN_COLOR = "#4c72b0"
+GEMM_COLOR = "#dd8452"
+LAYER_COLOR = "#55a868"
+EXPOSED_COLOR = "#c44e52"
+FLOOR_COLOR = "#8172b3"
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    required = {
+        "case", "ep_degree", "balancer", "token_straggler_ratio_median", "gemm_straggler_ratio_median",
+        "token_excess_reduction", "bound_nvlink_domain_median", "layer_time_us_median",
+        "exposed_overhead_us_median",
+    }
+    if not rows:
+        sys.exit(f"{path}: no rows")
+    missing = required - set(rows[0])
+    if missing:
+        sys.exit(f"{path}: not a comparison.csv (missing columns: {', '.join(sorted(missing))})")
+    return rows
+
+
+def panels(rows):
+    """(case, ep) -> rows, in the order they first appear in the CSV."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["case"], int(r["ep_degree"])), []).append(r)
+    return out
+
+
+def draw(rows, png):
+    groups = panels(rows)
+    ncols = len(groups)
+    width = max(6.0, 3.6 * ncols)
+    fig, axes = plt.subplots(2, ncols, figsize=(width, 7.5), squeeze=False)
+    bar = 0.38
+    for col, ((case, ep), group) in enumerate(groups.items()):
+        labels = [r["balancer"] for r in group]
+        xs = list(range(len(group)))
+        token = [float(r["token_straggler_ratio_median"]) for r in group]
+        gemm = [float(r["gemm_straggler_ratio_median"]) for r in group]
+        floor = float(group[0]["bound_nvlink_domain_median"])
+
+        top = axes[0][col]
+        top.bar([x - bar / 2 for x in xs], token, bar, color=TOKEN_COLOR, label="token max/mean")
+        top.bar([x + bar / 2 for x in xs], gemm, bar, color=GEMM_COLOR, label="GEMM max/mean")
+        top.axhline(1.0, color="black", linewidth=0.8, label="1.0: perfect balance")
+        top.axhline(floor, color=FLOOR_COLOR, linestyle="--", linewidth=1.0, label="NVLink-domain floor")
+        high = max(token + gemm + [floor])
+        for x, r, t in zip(xs, group, token):
+            if r["token_excess_reduction"] != "":
+                text = f"{100.0 * float(r['token_excess_reduction']):.0f}%"
+                text = "0%" if text == "-0%" else text
+                top.text(x - bar / 2, t + 0.01 * high, text, ha="center", va="bottom", fontsize=7)
+        top.set_ylim(0.9, 1.08 * high + 0.02)
+        top.set_title(f"{case}, EP {ep}", fontsize=10)
+        top.set_xticks(xs)
+        top.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        if col == 0:
+            top.set_ylabel("straggler ratio (median)")
+
+        bottom = axes[1][col]
+        layer = [float(r["layer_time_us_median"]) for r in group]
+        exposed = [float(r["exposed_overhead_us_median"]) for r in group]
+        bottom.bar([x - bar / 2 for x in xs], layer, bar, color=LAYER_COLOR, label="layer time")
+        bottom.bar([x + bar / 2 for x in xs], exposed, bar, color=EXPOSED_COLOR, label="exposed overhead")
+        bottom.axhline(0.0, color="black", linewidth=0.8)
+        bottom.set_xticks(xs)
+        bottom.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        if col == 0:
+            bottom.set_ylabel("us per layer (median, fwd + bwd)")
+
+    for row in range(2):
+        handles, names = axes[row][0].get_legend_handles_labels()
+        axes[row][ncols - 1].legend(handles, names, fontsize=7, loc="upper right")
+    fig.tight_layout()
+    # No 'Software' entry (matplotlib's version) and no date: same CSV, same bytes.
+    fig.savefig(png, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Draw comparison.png from epsim compare's comparison.csv.")
+    parser.add_argument("csv", help="comparison.csv written by `epsim compare`")
+    parser.add_argument("-o", "--output", help="PNG to write (default: comparison.png beside the CSV)")
+    args = parser.parse_args()
+    png = args.output or os.path.join(os.path.dirname(args.csv), "comparison.png")
+    draw(read_rows(args.csv), png)
+    print(f"wrote {png}")
+
+
+if __name__ == "__main__":
+    main()
