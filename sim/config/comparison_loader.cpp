@@ -9,6 +9,7 @@
 
 #include "sim/balancers/registry.hpp"
 #include "sim/config/comparison_spec.hpp"
+#include "sim/config/config_file.hpp"
 #include "sim/config/config_map.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
@@ -35,18 +36,6 @@ std::string file_line(const std::string& place) { return place.substr(0, place.r
 std::string line_of(const std::string& place) {
   const std::string fl = file_line(place);
   return fl.substr(fl.rfind(':') + 1);
-}
-
-YAML::Node read_document(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(path, "", "cannot open: it is a folder, not a YAML file");
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open: no such file, or it is not readable");
-  try {
-    return YAML::Load(in);
-  } catch (const YAML::Exception& e) {
-    throw InputError(path, e.mark.is_null() ? "" : line_col(e.mark), "YAML syntax error: " + e.msg);
-  }
 }
 
 /// The value of `key`, which must be a non-empty sequence.
@@ -242,11 +231,7 @@ ExperimentSpec ComparisonSpec::experiment(const ComparisonCase& c, int ep_degree
 }
 
 ComparisonSpec load_comparison(const std::string& path) {
-  ConfigMap top(read_document(path), path);
-  if (!top.has("kind"))
-    top.fail("", std::string("missing key 'kind' (a comparison file starts with 'kind: ") + kKind + "')");
-  const std::string kind = top.get_string("kind");
-  if (kind != kKind) top.fail("kind", std::string("expected kind: ") + kKind + ", got '" + kind + "' (wrong file?)");
+  ConfigMap top = open_config(path, kKind);
 
   ComparisonSpec spec;
   spec.source_file = path;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "sim/config/config_file.hpp"
 #include "sim/config/config_map.hpp"
 #include "sim/core/input_error.hpp"
 
@@ -20,30 +21,6 @@ constexpr double kHuge = std::numeric_limits<double>::max();
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
 int as_int(std::int64_t v) { return static_cast<int>(v); }
-
-YAML::Node read_document(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(path, "", "cannot open: it is a folder, not a YAML file");
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open: no such file, or it is not readable");
-  try {
-    return YAML::Load(in);
-  } catch (const YAML::Exception& e) {
-    const std::string where =
-        e.mark.is_null() ? "" : std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    throw InputError(path, where, "YAML syntax error: " + e.msg);
-  }
-}
-
-/// The file's top mapping, after checking that it says `kind: <kind>`.
-ConfigMap open_config(const std::string& path, const std::string& kind) {
-  ConfigMap top(read_document(path), path);
-  if (!top.has("kind"))
-    top.fail("", "missing key 'kind' (a " + kind + " file starts with 'kind: " + kind + "')");
-  const std::string found = top.get_string("kind");
-  if (found != kind) top.fail("kind", "expected kind: " + kind + ", got '" + found + "' (wrong file?)");
-  return top;
-}
 
 void read_gpu(ConfigMap m, GpuSpec& gpu) {
   gpu.sms = as_int(m.get_int("sms", 1, kMaxInt));
