@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build libboost-program-options-dev libboost-graph-dev
-          libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev)
+          libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libglpk-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,13 @@
 #include "sim/balancers/registry.hpp"
 
+#include "sim/balancers/deepseek_eplb.hpp"
 #include "sim/balancers/fastermoe.hpp"
 #include "sim/balancers/feplb.hpp"
+#include "sim/balancers/laer_moe.hpp"
+#include "sim/balancers/micromoe.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/static_ep.hpp"
+#include "sim/balancers/ultraep.hpp"
 #include "sim/core/input_error.hpp"
 
 namespace epsim {
@@ -18,6 +22,14 @@ const std::vector<BalancerInfo>& balancer_registry() {
        [](ConfigMap& params) { return make_fastermoe(params); }},
       {"feplb", "FEPLB: EP dispatch, then dynamic experts' tokens and weights moved in the node by Copy Engine",
        [](ConfigMap& params) { return make_feplb(params); }},
+      {"deepseek_eplb", "DeepSeek EPLB: replicas placed periodically from history, tokens split evenly over copies",
+       [](ConfigMap& params) { return make_deepseek_eplb(params); }},
+      {"laer_moe", "LAER-MoE: fully sharded experts re-laid out from recent history, node-local routing",
+       [](ConfigMap& params) { return make_laer_moe(params); }},
+      {"ultraep", "UltraEP: per-layer token-cap search, quotas to spare replica slots in the NVLink domain",
+       [](ConfigMap& params) { return make_ultraep(params); }},
+      {"micromoe", "MicroMoE (stand-in LP): per-micro-batch token split over a fixed ring of replicas (GLPK)",
+       [](ConfigMap& params) { return make_micromoe(params); }},
       {"oracle", "lower bound: every GPU computes the mean load, extra instances appear at zero cost",
        [](ConfigMap&) { return std::make_unique<Oracle>(); }},
   };

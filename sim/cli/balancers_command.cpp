@@ -9,7 +9,7 @@ namespace epsim {
 int balancers_command(const std::vector<std::string>&) {
   for (const BalancerInfo& info : balancer_registry()) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%-12s %s\n", info.name.c_str(), info.summary.c_str());
+    std::snprintf(buf, sizeof buf, "%-14s %s\n", info.name.c_str(), info.summary.c_str());
     std::cout << buf;
   }
   return 0;

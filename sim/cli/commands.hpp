@@ -15,5 +15,7 @@ int trace_command(const std::vector<std::string>& args);
 int balancers_command(const std::vector<std::string>& args);
 /// epsim compare COMPARISON.yaml [options]
 int compare_command(const std::vector<std::string>& args);
+/// epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [--force]
+int calibrate_command(const std::vector<std::string>& args);
 
 }  // namespace epsim

@@ -19,6 +19,7 @@ const char* kUsage =
     "  trace generate ...      make a synthetic trace (uniform, zipf, lognormal; skew and drift)\n"
     "  balancers               list the load balancers\n"
     "  compare COMPARISON.yaml balancers side by side over cases and EP degrees; comparison.csv and .md\n"
+    "  calibrate MEAS.yaml...  fit the hardware model to measurements; write a calibrated hardware YAML\n"
     "\n"
     "`epsim COMMAND --help` describes each command.\n";
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     if (command == "trace") return epsim::trace_command(args);
     if (command == "balancers") return epsim::balancers_command(args);
     if (command == "compare") return epsim::compare_command(args);
+    if (command == "calibrate") return epsim::calibrate_command(args);
     std::cerr << "epsim: error: unknown command '" << command << "'\n\n" << kUsage;
     return 2;
   } catch (const epsim::InputError& e) {

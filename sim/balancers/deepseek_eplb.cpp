@@ -1,0 +1,147 @@
+#include "sim/balancers/deepseek_eplb.hpp"
+
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include "sim/balancers/eplb_algorithm.hpp"
+#include "sim/balancers/placement.hpp"
+
+namespace epsim {
+
+DeepseekEplb::DeepseekEplb(DeepseekEplbParams params) : params_(params) {
+  if (params_.redundant_experts_per_gpu < 0 || params_.num_groups < 1 || params_.window < 1 || params_.period < 1)
+    throw std::logic_error("deepseek_eplb: bad parameters");
+}
+
+Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& context) {
+  const int n = context.num_gpus;
+  const int experts = context.model->num_experts;
+  if (context.gpus_per_node <= 0 || n % context.gpus_per_node != 0)
+    throw std::logic_error("deepseek_eplb: num_gpus must be a positive multiple of gpus_per_node");
+  const int nodes = n / context.gpus_per_node;
+  if (experts % params_.num_groups != 0)
+    throw std::invalid_argument("deepseek_eplb: num_groups must divide the expert count");
+  const int num_phy = experts + n * params_.redundant_experts_per_gpu;
+  const int slots_per_gpu = num_phy / n;
+
+  std::vector<int> home(experts);
+  for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
+
+  LayerState& state = layers_[record.layer];
+  const std::vector<int> old_phy2log = state.phy2log;
+  bool replanned = false;
+  if (state.records_seen > 0 && state.records_seen % params_.period == 0) {
+    // The history holds the records before this one: the plan was made ahead of time.
+    std::vector<double> weight(experts, 0.0);
+    for (const auto& loads : state.history)
+      for (int e = 0; e < experts; ++e) weight[e] += static_cast<double>(loads[e]);
+    const bool hierarchical =
+        params_.policy == EplbPolicy::hierarchical ||
+        (params_.policy == EplbPolicy::auto_select && params_.num_groups > 1 && params_.num_groups % nodes == 0);
+    if (hierarchical && params_.num_groups % nodes != 0)
+      throw std::invalid_argument("deepseek_eplb: the hierarchical policy needs num_groups to be a multiple of nodes");
+    const EplbLayout layout = hierarchical
+                                  ? rebalance_experts_hierarchical(weight, num_phy, params_.num_groups, nodes, n)
+                                  : rebalance_experts_hierarchical(weight, num_phy, 1, 1, n);
+    state.phy2log = layout.phy2log;
+    replanned = true;
+  }
+
+  // Record this record's loads for later plans.
+  std::vector<std::int64_t> loads(experts, 0);
+  for (int s = 0; s < n; ++s)
+    for (int e = 0; e < experts; ++e) loads[e] += record.count(s, e, experts);
+  state.history.push_back(std::move(loads));
+  if (static_cast<int>(state.history.size()) > params_.window) state.history.erase(state.history.begin());
+  ++state.records_seen;
+
+  Plan plan;
+  plan.balancer = "deepseek_eplb";
+  plan.step = record.step;
+  plan.micro_batch = record.micro_batch;
+  plan.layer = record.layer;
+  plan.num_gpus = n;
+  plan.planner.site = PlannerSite::host_cpu;
+  plan.planner.start = PlannerStart::before_dispatch;
+  plan.planner.duration_ps = replanned ? us_to_ps(params_.planner_time_us) : 0;
+  plan.gemm_order.resize(n);
+  for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
+
+  // Instances: the static placement (instance e = expert e at home) or the P slots in slot order.
+  // An expert's first copy on its home GPU is its static instance, every other copy a replica.
+  std::vector<std::vector<int>> replicas(experts);
+  std::vector<bool> home_taken(experts, false);
+  auto add_instance = [&](int e, int gpu) {
+    const int inst = static_cast<int>(plan.instances.size());
+    const bool is_home = gpu == home[e] && !home_taken[e];
+    if (is_home) home_taken[e] = true;
+    plan.instances.push_back({e, gpu, is_home ? InstanceKind::static_expert : InstanceKind::replica});
+    plan.gemm_order[gpu].front().instances.push_back(inst);
+    replicas[e].push_back(inst);
+  };
+  if (state.phy2log.empty()) {
+    for (int e = 0; e < experts; ++e) add_instance(e, home[e]);
+  } else {
+    for (int p = 0; p < num_phy; ++p) add_instance(state.phy2log[p], p / slots_per_gpu);
+  }
+
+  // Weights of every copy that is new on its GPU come from the home GPU (the owner of the master
+  // weights); the home GPU itself always has them.
+  if (replanned) {
+    std::set<std::pair<int, int>> before;  // (expert, gpu) pairs of the previous placement
+    if (old_phy2log.empty()) {
+      for (int e = 0; e < experts; ++e) before.insert({e, home[e]});
+    } else {
+      for (int p = 0; p < num_phy; ++p) before.insert({old_phy2log[p], p / slots_per_gpu});
+    }
+    const std::int64_t weight_bytes = context.model->expert_weight_bytes();
+    std::set<std::pair<int, int>> sent;
+    for (int inst = 0; inst < static_cast<int>(plan.instances.size()); ++inst) {
+      const ExpertInstance& i = plan.instances[inst];
+      if (i.gpu == home[i.expert] || before.count({i.expert, i.gpu}) || !sent.insert({i.expert, i.gpu}).second)
+        continue;
+      plan.transfers.push_back(
+          {TransferKind::weights, PassKind::forward, inst, home[i.expert], i.gpu, weight_bytes, Carrier::ep_backend});
+    }
+  }
+
+  // Even split per source rank; the remainder goes one token each to the replicas starting at
+  // position (s mod R) in slot order, so remainders of different ranks land on different replicas.
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      const std::int64_t c = record.count(s, e, experts);
+      if (c == 0) continue;
+      const int r = static_cast<int>(replicas[e].size());
+      const std::int64_t base = c / r;
+      const std::int64_t rem = c % r;
+      for (int j = 0; j < r; ++j) {
+        const std::int64_t t = base + (((j - s % r) + r) % r < rem ? 1 : 0);
+        if (t == 0) continue;
+        const int inst = replicas[e][j];
+        plan.routes.push_back({s, inst, t, plan.instances[inst].gpu == s ? Carrier::none : Carrier::ep_backend});
+      }
+    }
+  }
+  return plan;
+}
+
+std::unique_ptr<Balancer> make_deepseek_eplb(ConfigMap& params) {
+  constexpr std::int64_t kMaxCount = std::numeric_limits<int>::max();
+  DeepseekEplbParams p;
+  p.redundant_experts_per_gpu =
+      static_cast<int>(params.get_int_or("redundant_experts_per_gpu", p.redundant_experts_per_gpu, 0, 1 << 16));
+  p.num_groups = static_cast<int>(params.get_int_or("num_groups", p.num_groups, 1, 1 << 16));
+  const std::string policy = params.get_choice_or("policy", "auto", {"auto", "hierarchical", "global"});
+  p.policy = policy == "hierarchical" ? EplbPolicy::hierarchical
+             : policy == "global"     ? EplbPolicy::global
+                                      : EplbPolicy::auto_select;
+  p.window = static_cast<int>(params.get_int_or("window", p.window, 1, kMaxCount));
+  p.period = static_cast<int>(params.get_int_or("period", p.period, 1, kMaxCount));
+  // An hour bounds the value so that the conversion to picoseconds cannot overflow.
+  p.planner_time_us = params.get_double_or("planner_time_us", p.planner_time_us, 0, 3.6e9);
+  return std::make_unique<DeepseekEplb>(p);
+}
+
+}  // namespace epsim

@@ -1,0 +1,94 @@
+// LAER-MoE (ASPLOS'26, arXiv 2602.11686; `PKU-DAIR/Hetu-Galvatron`, branch laer-moe): Fully Sharded
+// Expert Parallel (FSEP). Every expert's weights are sharded N ways over all GPUs; each GPU restores,
+// by an all-to-all gather of shards, the `capacity_per_gpu` expert copies the current layout gives it,
+// and gradients go back by reduce-scatter. A CPU planner, asynchronous, picks the layout from the
+// layer's recent history (the port below of `csrc/greedy_balancer.cpp:
+// greedy_load_balancing_heuristic_complete`): replica-count candidates (even, precise), a greedy
+// placement of each, a cost model 4 x sum of communication + 3 x max compute, cheapest wins. Tokens go
+// to the replicas in the source's own node, split evenly (by multiplicity); only when the node has
+// none, evenly over the remote ones. See docs/balancers-eplb-laer.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "sim/balancers/balancer.hpp"
+#include "sim/config/config_map.hpp"
+
+namespace epsim {
+
+/// The planner's cost model (greedy_balancer.cpp: generate_smart_routing_and_calculate_time).
+struct LaerCostModel {
+  double token_bytes = 0;       ///< M_token: bytes of one token's hidden state
+  double comp_s_per_token = 0;  ///< v_comp: forward expert compute per token, seconds
+  double intra_GBps = 216.269;  ///< V_intra (configs/network_config.json)
+  double inter_GBps = 88.9539;  ///< V_inter
+  bool checkpoint = false;      ///< true: 4 x max compute (the source's default), false: 3 x
+};
+
+/// copies[e][g]: copies of expert e restored on GPU g (the source allows more than one).
+using LaerLayout = std::vector<std::vector<int>>;
+
+/// allocate_expert_replicas_precise: replica counts summing to at most devices * capacity. With room
+/// for one copy per node of every expert, every expert starts with `nodes` copies and grows in
+/// multiples of `nodes`; otherwise it starts with one and grows by one. Hottest load/replicas first,
+/// ties to the lowest expert index.
+std::vector<int> laer_precise_replicas(const std::vector<double>& loads, int devices, int capacity, int nodes);
+
+/// get_greedy_placement: replicas by load/replicas descending (stable: ties by expert index), each to
+/// a GPU with a free slot, preferring GPUs of the nodes with the fewest copies of the expert, then the
+/// least-loaded GPU (lowest index among equals). Throws std::runtime_error when capacity runs out.
+LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::vector<double>& loads, int devices,
+                                 int gpus_per_node, int capacity);
+
+/// The modelled time of `layout` for the history `tokens[s][e]` (seconds): tokens routed by the
+/// node-local even split, comm_s = sum over destinations of bytes / bw(s, d) (1e9 GB/s to itself),
+/// comp_g = tokens * v_comp, T = 4 * sum_s comm_s + (3 + checkpoint) * max_g comp_g.
+double laer_layout_cost(const std::vector<std::vector<double>>& tokens, const LaerLayout& layout, int gpus_per_node,
+                        const LaerCostModel& cost);
+
+/// The whole planner: candidates even (when devices * capacity is a multiple of E) then precise, each
+/// placed greedily and costed; the first cheapest wins.
+LaerLayout laer_plan_layout(const std::vector<std::vector<double>>& tokens, int capacity, int gpus_per_node,
+                            const LaerCostModel& cost);
+
+/// How the FSEP shard gathers and gradient reduce-scatters are charged.
+enum class LaerTraffic {
+  changes,  ///< gathers only for copies new on their GPU; reduce-scatter only for replicated experts
+  always,   ///< full FSEP: every copy gathered and every copy's gradients reduce-scattered, every record
+};
+
+struct LaerMoeParams {
+  int capacity_per_gpu = 0;  ///< C_e, expert copies a GPU restores; 0: E/N + 1 (one spare slot)
+  int window = 5;            ///< records of the layer summed into E[device][expert] (history_capacity = 5)
+  int period = 1;            ///< re-plan every `period` records of the same layer
+  LaerTraffic traffic = LaerTraffic::changes;
+  bool checkpoint = false;       ///< the cost model's (3 + ckpt) factor
+  double comp_us_per_token = 0;  ///< v_comp; 0: expert FLOPs per token / the GPU's bf16 peak
+  double intra_GBps = 0;         ///< V_intra; 0: the hardware's NVLink port bandwidth
+  double inter_GBps = 0;         ///< V_inter; 0: the hardware's IB NIC bandwidth
+  double planner_time_us = 0;    ///< host time charged on re-plan records (0: asynchronous)
+};
+
+class LaerMoe : public Balancer {
+ public:
+  explicit LaerMoe(LaerMoeParams params);
+  Plan plan(const TraceRecord& record, const BalancerContext& context) override;
+
+ private:
+  struct LayerState {
+    std::vector<std::vector<std::int64_t>> history;  ///< N x E counts of the last `window` records, flattened
+    std::int64_t records_seen = 0;
+    LaerLayout layout;  ///< current layout; empty while static
+  };
+  LaerMoeParams params_;
+  std::map<std::uint32_t, LayerState> layers_;
+};
+
+/// Reads capacity_per_gpu, window, period, traffic, checkpoint, comp_us_per_token, intra_GBps,
+/// inter_GBps and planner_time_us (all optional).
+std::unique_ptr<Balancer> make_laer_moe(ConfigMap& params);
+
+}  // namespace epsim

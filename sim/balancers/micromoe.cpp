@@ -1,0 +1,194 @@
+#include "sim/balancers/micromoe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "sim/balancers/lp_solver.hpp"
+#include "sim/balancers/placement.hpp"
+
+namespace epsim {
+
+namespace {
+
+/// Whole tokens from the LP's shares of `count`: floor, then the leftover to the largest fractional
+/// parts (ties: lower instance). Keeps the sum exactly `count`.
+std::vector<std::int64_t> round_shares(std::vector<double> share, std::int64_t count) {
+  const std::size_t k = share.size();
+  double sum = 0;
+  for (double& s : share) sum += (s = std::max(s, 0.0));
+  // The simplex meets the equality to ~1e-9; rescale so that the shares add up to count exactly.
+  for (double& s : share) s = sum > 0 ? s * static_cast<double>(count) / sum : 0.0;
+  std::vector<std::int64_t> out(k);
+  std::int64_t given = 0;
+  for (std::size_t r = 0; r < k; ++r) {
+    out[r] = std::min(count, static_cast<std::int64_t>(std::floor(share[r] + 1e-9)));
+    given += out[r];
+  }
+  for (std::size_t r = k; r-- > 0 && given > count;) {  // only by rounding noise
+    const std::int64_t cut = std::min(out[r], given - count);
+    out[r] -= cut;
+    given -= cut;
+  }
+  // Fractions on a 1e-6 grid, so that ties the simplex leaves as 0.4999999999 vs 0.5 stay ties.
+  std::vector<std::int64_t> frac(k);
+  for (std::size_t r = 0; r < k; ++r) frac[r] = std::llround((share[r] - static_cast<double>(out[r])) * 1e6);
+  std::vector<std::size_t> order(k);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return frac[a] > frac[b]; });
+  for (std::size_t i = 0; given < count; i = (i + 1) % k, ++given) ++out[order[i]];
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> micromoe_replica_layout(int num_experts, int num_gpus, int redundant_per_gpu,
+                                                      Placement placement) {
+  std::vector<std::vector<int>> layout(num_gpus);
+  if (num_gpus < 2) return layout;
+  const int per_gpu = num_experts / num_gpus;
+  std::vector<std::vector<int>> home_experts(num_gpus);
+  for (int e = 0; e < num_experts; ++e) home_experts[home_gpu(e, num_experts, num_gpus, placement)].push_back(e);
+  const int slots = std::min(redundant_per_gpu, num_experts - per_gpu);
+  for (int g = 0; g < num_gpus; ++g) {
+    for (int j = 0; j < slots; ++j) {
+      const int d = j % (num_gpus - 1);
+      const int m = j / (num_gpus - 1);
+      const int h = ((g - 1 - d) % num_gpus + num_gpus) % num_gpus;
+      layout[g].push_back(home_experts[h][(m + g) % per_gpu]);
+    }
+  }
+  return layout;
+}
+
+MicroMoeSchedule micromoe_schedule(const TraceRecord& record, int num_gpus, int num_experts, int gpus_per_node,
+                                   const std::vector<std::vector<int>>& gpus_of, const MicroMoeParams& params) {
+  const int n = num_gpus;
+  const int experts = num_experts;
+  MicroMoeSchedule result;
+  result.split.resize(static_cast<std::size_t>(n) * experts);
+  LpSolver lp;
+  const int z = lp.add_column(0, LpSolver::kInf, 1.0);
+  std::vector<double> fixed(n, 0.0);  // tokens with a single instance: constants, not variables
+  std::vector<std::vector<std::pair<int, double>>> on_gpu(n);
+  std::vector<std::vector<int>> column(static_cast<std::size_t>(n) * experts);
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      const std::size_t p = static_cast<std::size_t>(s) * experts + e;
+      const std::int64_t c = record.count(s, e, experts);
+      const std::vector<int>& gpus = gpus_of[e];
+      result.split[p].assign(gpus.size(), 0);
+      if (c == 0) continue;
+      if (gpus.size() == 1) {
+        result.split[p][0] = c;
+        fixed[gpus[0]] += static_cast<double>(c);
+        continue;
+      }
+      std::vector<std::pair<int, double>> terms;
+      for (int g : gpus) {
+        const int col = lp.add_column(0, LpSolver::kInf, 0.0);
+        column[p].push_back(col);
+        on_gpu[g].push_back({col, 1.0});
+        terms.push_back({col, 1.0});
+      }
+      lp.add_row(terms, static_cast<double>(c), static_cast<double>(c));
+    }
+  }
+  for (int g = 0; g < n; ++g) {
+    on_gpu[g].push_back({z, -1.0});
+    lp.add_row(on_gpu[g], -LpSolver::kInf, -fixed[g]);
+  }
+  if (!lp.minimize()) throw std::logic_error("micromoe: GLPK found no optimum for the load LP");
+  result.lp_max_load = lp.value(z);
+  if (params.minimize_traffic && lp.num_columns() > 1) {
+    // Lexicographic: keep the optimal max load, minimize moved tokens. The last basis stays feasible
+    // under the bound z <= z*, so the second solve starts from it.
+    lp.set_column_bounds(z, 0, result.lp_max_load);
+    lp.set_cost(z, 0.0);
+    for (int s = 0; s < n; ++s)
+      for (int e = 0; e < experts; ++e) {
+        const std::size_t p = static_cast<std::size_t>(s) * experts + e;
+        for (std::size_t r = 0; r < column[p].size(); ++r) {
+          const int g = gpus_of[e][r];
+          const double cost = g == s ? 0.0 : g / gpus_per_node == s / gpus_per_node ? 1.0 : params.internode_traffic_weight;
+          lp.set_cost(column[p][r], cost);
+        }
+      }
+    if (!lp.minimize()) throw std::logic_error("micromoe: GLPK found no optimum for the traffic LP");
+  }
+  for (std::size_t p = 0; p < column.size(); ++p) {
+    if (column[p].empty()) continue;
+    std::vector<double> share;
+    for (int col : column[p]) share.push_back(lp.value(col));
+    const int s = static_cast<int>(p / experts);
+    const int e = static_cast<int>(p % experts);
+    result.split[p] = round_shares(share, record.count(s, e, experts));
+  }
+  return result;
+}
+
+Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
+  const int n = context.num_gpus;
+  const int experts = context.model->num_experts;
+  if (context.gpus_per_node <= 0) throw std::logic_error("micromoe: gpus_per_node must be positive");
+  Plan plan;
+  plan.balancer = "micromoe";
+  plan.step = record.step;
+  plan.micro_batch = record.micro_batch;
+  plan.layer = record.layer;
+  plan.num_gpus = n;
+  plan.planner.site = PlannerSite::host_cpu;
+  plan.planner.start = PlannerStart::before_dispatch;
+  plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
+  plan.gemm_order.resize(n);
+  for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
+  // Instance e is expert e's home copy; the replicas follow in (GPU, slot) order. All weights are
+  // resident, so each GPU computes its home experts and its replicas in one grouped GEMM.
+  std::vector<std::vector<int>> gpus_of(experts);
+  std::vector<std::vector<int>> instance_of(experts);
+  for (int e = 0; e < experts; ++e) {
+    const int g = home_gpu(e, experts, n, context.placement);
+    plan.instances.push_back({e, g, InstanceKind::static_expert});
+    plan.gemm_order[g].front().instances.push_back(e);
+    gpus_of[e] = {g};
+    instance_of[e] = {e};
+  }
+  const std::vector<std::vector<int>> layout =
+      micromoe_replica_layout(experts, n, params_.redundant_per_gpu, context.placement);
+  for (int g = 0; g < n; ++g) {
+    for (int e : layout[g]) {
+      const int inst = static_cast<int>(plan.instances.size());
+      plan.instances.push_back({e, g, InstanceKind::replica});
+      plan.gemm_order[g].front().instances.push_back(inst);
+      gpus_of[e].push_back(g);
+      instance_of[e].push_back(inst);
+    }
+  }
+  const MicroMoeSchedule schedule = micromoe_schedule(record, n, experts, context.gpus_per_node, gpus_of, params_);
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      const std::vector<std::int64_t>& split = schedule.split[static_cast<std::size_t>(s) * experts + e];
+      for (std::size_t r = 0; r < split.size(); ++r) {
+        if (split[r] == 0) continue;
+        const int g = gpus_of[e][r];
+        plan.routes.push_back({s, instance_of[e][r], split[r], g == s ? Carrier::none : Carrier::ep_backend});
+      }
+    }
+  }
+  return plan;
+}
+
+std::unique_ptr<Balancer> make_micromoe(ConfigMap& params) {
+  MicroMoeParams p;
+  p.redundant_per_gpu = static_cast<int>(
+      params.get_int_or("redundant_per_gpu", p.redundant_per_gpu, 0, std::numeric_limits<int>::max()));
+  p.minimize_traffic = params.get_bool_or("minimize_traffic", p.minimize_traffic);
+  p.internode_traffic_weight = params.get_double_or("internode_traffic_weight", p.internode_traffic_weight, 0, 1e6);
+  // An hour bounds the value so that the conversion to picoseconds cannot overflow.
+  p.planner_time_us = params.get_double_or("planner_time_us", p.planner_time_us, 0, 3.6e9);
+  return std::make_unique<MicroMoe>(p);
+}
+
+}  // namespace epsim

@@ -1,0 +1,168 @@
+// The calibration fits recover the parameters synthetic measurements were generated from: exactly
+// without noise, within tolerance (and within a few standard errors) with a small deterministic noise.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "hw/calibration/calibration_fit.hpp"
+#include "hw/calibration/linear_fit.hpp"
+#include "hw/calibration/measurements.hpp"
+#include "sim/hardware/gemm_cost.hpp"
+#include "tests/hw/synthetic_measurements.hpp"
+#include "tests/test_paths.hpp"
+
+using namespace epsim;
+
+namespace {
+
+Calibration fit_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name) {
+  const auto dir = test::scratch_dir(name);
+  const std::string path = (dir / "measurements.yaml").string();
+  std::ofstream(path) << test::synthetic_measurements_yaml(truth, noise);
+  return fit_measurements({load_measurements(path)}, truth.hw);
+}
+
+/// |fitted - truth| <= rel * truth.
+void check_close(const FittedValue& v, double truth, double rel) {
+  CAPTURE(v.value);
+  CAPTURE(truth);
+  CHECK(std::abs(v.value - truth) <= rel * std::abs(truth));
+}
+
+ModelSpec expert_model() {
+  ModelSpec m;
+  m.hidden_size = 6144;
+  m.expert_ffn_size = 2048;
+  m.gated_ffn = true;
+  m.dtype_bytes = 2;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a line and a proportional fit give exact parameters and standard errors") {
+  const LinearFit line = fit_line({1, 2, 3, 4}, {3, 5, 7, 9});
+  CHECK(line.coef(0) == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(line.coef(1) == doctest::Approx(2.0).epsilon(1e-12));
+  CHECK(line.stderr_(0) < 1e-9);
+  CHECK(line.rel_rms < 1e-12);
+  CHECK(line.points == 4);
+  // Two points for two parameters: exact, but no error estimate.
+  const LinearFit two = fit_line({1, 2}, {3, 5});
+  CHECK(std::isnan(two.stderr_(1)));
+  const LinearFit prop = fit_proportional({1, 2, 4}, {2.2, 3.8, 8.0});
+  CHECK(prop.coef(0) == doctest::Approx(2.0).epsilon(0.05));
+  CHECK(prop.stderr_(0) > 0);
+  CHECK_THROWS_AS(fit_line({3, 3, 3}, {1, 2, 3}), std::invalid_argument);
+}
+
+TEST_CASE("noise-free synthetic measurements are recovered exactly") {
+  const test::CalibrationTruth truth;
+  const Calibration cal = fit_synthetic(truth, 0.0, "calib-exact");
+  CHECK(cal.warnings.empty());
+
+  const CopyFit* ce = cal.copy(CopyKind::ce_peer);
+  REQUIRE(ce != nullptr);
+  check_close(ce->alpha_us, 2.5, 1e-9);
+  check_close(ce->beta_GBps, 390, 1e-9);
+  CHECK(ce->alpha_us.points == 10);
+  CHECK(ce->rel_rms < 1e-12);
+  check_close(cal.copy(CopyKind::ce_local)->beta_GBps, truth.local_beta_GBps, 1e-9);
+  check_close(cal.copy(CopyKind::h2d)->alpha_us, truth.h2d_alpha_us, 1e-9);
+  check_close(cal.copy(CopyKind::d2h)->beta_GBps, truth.d2h_beta_GBps, 1e-9);
+  CHECK(cal.copy(CopyKind::sm_copy) == nullptr);
+
+  REQUIRE(cal.all_to_all_intra);
+  CHECK_FALSE(cal.all_to_all_inter);
+  check_close(cal.all_to_all_intra->latency_us, truth.a2a_latency_us, 1e-9);
+  check_close(cal.all_to_all_intra->bw_GBps, truth.a2a_bw_GBps, 1e-9);
+
+  REQUIRE(cal.gemm);
+  const GemmFit& g = *cal.gemm;
+  check_close(g.launch_us, truth.hw.gemm.launch_us, 1e-6);
+  check_close(g.hbm_GBps, truth.hw.gpu.hbm_GBps, 1e-9);
+  CHECK(g.launch_us.points == 16);
+  REQUIRE(g.efficiency.size() == truth.hw.gemm.efficiency.size());
+  // 128 rows are memory bound here: the fit can only give the lower bound that keeps them on the HBM floor.
+  CHECK(g.efficiency[0].memory_bound);
+  CHECK(g.efficiency[0].efficiency.value < truth.hw.gemm.efficiency[0].efficiency);
+  for (std::size_t i = 1; i < g.efficiency.size(); ++i) {
+    CAPTURE(i);
+    CHECK_FALSE(g.efficiency[i].memory_bound);
+    CHECK(g.efficiency[i].padded_rows == truth.hw.gemm.efficiency[i].tokens_per_expert);
+    check_close(g.efficiency[i].efficiency, truth.hw.gemm.efficiency[i].efficiency, 1e-9);
+  }
+  CHECK(g.rel_rms < 1e-8);  // times are whole picoseconds
+
+  REQUIRE(cal.contention);
+  check_close(cal.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 1e-9);
+  CHECK(cal.contention->hbm_traffic_factor.points == 5);   // the compute-bound GEMM did not slow down
+  CHECK(cal.contention->points_without_slowdown == 1);
+}
+
+TEST_CASE("the fitted hardware reproduces every synthetic GEMM time through GemmCost") {
+  const test::CalibrationTruth truth;
+  const Calibration cal = fit_synthetic(truth, 0.0, "calib-gemmcost");
+  const HardwareSpec fitted = apply_calibration(truth.hw, cal);
+  const ModelSpec model = expert_model();
+  const GemmCost want(truth.hw, model);
+  const GemmCost got(fitted, model);
+  for (int tokens : {1, 64, 128, 200, 256, 512, 1000, 1024, 2048, 4096, 8192})
+    for (int experts : {1, 8}) {
+      CAPTURE(tokens);
+      const std::vector<std::int64_t> rows(experts, tokens);
+      const double a = static_cast<double>(want.grouped_time_ps(rows, 2048));
+      const double b = static_cast<double>(got.grouped_time_ps(rows, 2048));
+      CHECK(std::abs(a - b) <= 1e-6 * a);
+      CHECK(got.hbm_fraction(rows, 2048) == doctest::Approx(want.hbm_fraction(rows, 2048)).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("noisy synthetic measurements are recovered within tolerance and their standard errors") {
+  const test::CalibrationTruth truth;
+  const Calibration cal = fit_synthetic(truth, 0.003, "calib-noisy");  // +-0.3% on every time
+  const CopyFit* ce = cal.copy(CopyKind::ce_peer);
+  REQUIRE(ce != nullptr);
+  check_close(ce->alpha_us, 2.5, 0.02);
+  check_close(ce->beta_GBps, 390, 0.01);
+  CHECK(ce->rel_rms > 0);
+  CHECK(ce->rel_rms < 0.004);
+  auto within_errors = [](const FittedValue& v, double truth) {
+    CAPTURE(v.value);
+    CAPTURE(v.stderr_);
+    CHECK(v.stderr_ > 0);
+    CHECK(std::abs(v.value - truth) <= 4 * v.stderr_);
+  };
+  within_errors(ce->alpha_us, 2.5);
+  within_errors(ce->beta_GBps, 390);
+  check_close(cal.copy(CopyKind::h2d)->beta_GBps, truth.h2d_beta_GBps, 0.01);
+  check_close(cal.all_to_all_intra->latency_us, truth.a2a_latency_us, 0.02);
+  check_close(cal.all_to_all_intra->bw_GBps, truth.a2a_bw_GBps, 0.01);
+
+  REQUIRE(cal.gemm);
+  check_close(cal.gemm->hbm_GBps, truth.hw.gpu.hbm_GBps, 0.01);
+  check_close(cal.gemm->launch_us, truth.hw.gemm.launch_us, 0.2);
+  within_errors(cal.gemm->hbm_GBps, truth.hw.gpu.hbm_GBps);
+  for (std::size_t i = 1; i < cal.gemm->efficiency.size(); ++i) {
+    CAPTURE(i);
+    check_close(cal.gemm->efficiency[i].efficiency, truth.hw.gemm.efficiency[i].efficiency, 0.01);
+  }
+  REQUIRE(cal.contention);
+  check_close(cal.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 0.05);
+  CHECK(cal.contention->hbm_traffic_factor.stderr_ > 0);
+}
+
+TEST_CASE("all-to-all beyond one node is fitted apart and not mapped onto NVLink") {
+  test::CalibrationTruth truth;
+  truth.hw.gpus_per_node = 4;  // the 8-rank points now span two nodes
+  const Calibration cal = fit_synthetic(truth, 0.0, "calib-a2a-inter");
+  REQUIRE(cal.all_to_all_intra);
+  REQUIRE(cal.all_to_all_inter);
+  CHECK(cal.all_to_all_intra->latency_us.points == 7);
+  CHECK(cal.all_to_all_inter->latency_us.points == 7);
+  const HardwareSpec hw = apply_calibration(truth.hw, cal);
+  CHECK(hw.nvlink.latency_us == doctest::Approx(truth.a2a_latency_us));
+}
