@@ -1,5 +1,7 @@
 #include "sim/replay/replay.hpp"
 
+#include <stdexcept>
+
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/registry.hpp"
@@ -63,7 +65,15 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
       local_tokens[s] = assignments / static_cast<std::int64_t>(header.top_k);
     }
 
-    const Plan plan = balancer->plan(record, context);
+    Plan plan;
+    try {
+      plan = balancer->plan(record, context);
+    } catch (const std::invalid_argument& e) {
+      // Some parameter combinations can only be checked against the cluster and the model, which a
+      // balancer first sees here: they are the user's input, reported at the balancer's entry.
+      throw InputError(spec.balancer.params_place.empty() ? spec.source_file : spec.balancer.params_place, "",
+                       "balancer '" + spec.balancer.name + "' cannot run this experiment: " + e.what());
+    }
     validate_plan(plan, experts, spec.hardware.gpus_per_node);
     const LayerResult result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
     const Plan balanced_plan = oracle.plan(record, context);

@@ -165,3 +165,18 @@ TEST_CASE("flame-moe-290m prefill batch at EP=8, contiguous: per-layer token str
   }
   CHECK(layers == 8);
 }
+
+TEST_CASE("a balancer parameter that cannot fit the cluster is a clear input error, not a crash") {
+  const fs::path dir = scratch_dir("run_bad_balancer_params");
+  // LAER-MoE with one expert slot per GPU cannot hold 128 experts on 16 GPUs.
+  std::string yaml = experiment_yaml();
+  yaml.replace(yaml.find("  name: static_ep\n"), 18, "  name: laer_moe\n  params: {capacity_per_gpu: 1}\n");
+  write_file(dir / "exp.yaml", yaml);
+  const CliResult r = run_epsim("run exp.yaml", dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("exp.yaml:") != std::string::npos);
+  CHECK(r.err.find("laer_moe") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+  CHECK_FALSE(fs::exists(dir / "out.partial"));
+}
