@@ -252,7 +252,7 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
       const GemmWithCopyPoint& g = *p.point;
       const double busy = g.gemm_us - launch_us;
       const double memory = gemm_hbm_bytes(g.shape) / (hbm_GBps * kBytesPerUsPerGBps);
-      const double f = busy <= memory ? 1.0 : memory / busy;
+      const double f = busy <= memory * (1.0 + options.memory_bound_tolerance) ? 1.0 : memory / busy;
       if (g.gemm_with_copy_us < g.gemm_us * (1.0 + options.min_slowdown)) {
         ++c.points_without_slowdown;
         continue;

@@ -126,8 +126,8 @@ TEST_CASE("noisy synthetic measurements are recovered within tolerance and their
   const Calibration cal = fit_synthetic(truth, 0.003, "calib-noisy");  // +-0.3% on every time
   const CopyFit* ce = cal.copy(CopyKind::ce_peer);
   REQUIRE(ce != nullptr);
-  check_close(ce->alpha_us, 2.5, 0.02);
-  check_close(ce->beta_GBps, 390, 0.01);
+  check_close(ce->alpha_us, 2.5, 0.005);
+  check_close(ce->beta_GBps, 390, 0.005);
   CHECK(ce->rel_rms > 0);
   CHECK(ce->rel_rms < 0.004);
   auto within_errors = [](const FittedValue& v, double truth) {
@@ -138,20 +138,21 @@ TEST_CASE("noisy synthetic measurements are recovered within tolerance and their
   };
   within_errors(ce->alpha_us, 2.5);
   within_errors(ce->beta_GBps, 390);
-  check_close(cal.copy(CopyKind::h2d)->beta_GBps, truth.h2d_beta_GBps, 0.01);
-  check_close(cal.all_to_all_intra->latency_us, truth.a2a_latency_us, 0.02);
-  check_close(cal.all_to_all_intra->bw_GBps, truth.a2a_bw_GBps, 0.01);
+  check_close(cal.copy(CopyKind::h2d)->beta_GBps, truth.h2d_beta_GBps, 0.005);
+  check_close(cal.all_to_all_intra->latency_us, truth.a2a_latency_us, 0.005);
+  check_close(cal.all_to_all_intra->bw_GBps, truth.a2a_bw_GBps, 0.005);
 
   REQUIRE(cal.gemm);
-  check_close(cal.gemm->hbm_GBps, truth.hw.gpu.hbm_GBps, 0.01);
-  check_close(cal.gemm->launch_us, truth.hw.gemm.launch_us, 0.2);
+  check_close(cal.gemm->hbm_GBps, truth.hw.gpu.hbm_GBps, 0.005);
+  check_close(cal.gemm->launch_us, truth.hw.gemm.launch_us, 0.02);
   within_errors(cal.gemm->hbm_GBps, truth.hw.gpu.hbm_GBps);
+  within_errors(cal.gemm->launch_us, truth.hw.gemm.launch_us);
   for (std::size_t i = 1; i < cal.gemm->efficiency.size(); ++i) {
     CAPTURE(i);
-    check_close(cal.gemm->efficiency[i].efficiency, truth.hw.gemm.efficiency[i].efficiency, 0.01);
+    check_close(cal.gemm->efficiency[i].efficiency, truth.hw.gemm.efficiency[i].efficiency, 0.005);
   }
   REQUIRE(cal.contention);
-  check_close(cal.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 0.05);
+  check_close(cal.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 0.01);
   CHECK(cal.contention->hbm_traffic_factor.stderr_ > 0);
 }
 
