@@ -55,18 +55,27 @@ def panels(rows):
 
 def draw(rows, png):
     groups = panels(rows)
-    ncols = len(groups)
+    # A grid: two rows (ratios, times) per case, one column per EP degree.
+    cases = list(dict.fromkeys(case for case, _ in groups))
+    eps = list(dict.fromkeys(ep for _, ep in groups))
+    ncols = len(eps)
     width = max(6.0, 3.6 * ncols)
-    fig, axes = plt.subplots(2, ncols, figsize=(width, 7.5), squeeze=False)
+    fig, axes = plt.subplots(2 * len(cases), ncols, figsize=(width, 7.5 * len(cases)), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
     bar = 0.38
-    for col, ((case, ep), group) in enumerate(groups.items()):
+    for (case, ep), group in groups.items():
+        col = eps.index(ep)
+        base = 2 * cases.index(case)
+        axes[base][col].set_visible(True)
+        axes[base + 1][col].set_visible(True)
         labels = [r["balancer"] for r in group]
         xs = list(range(len(group)))
         token = [float(r["token_straggler_ratio_median"]) for r in group]
         gemm = [float(r["gemm_straggler_ratio_median"]) for r in group]
         floor = float(group[0]["bound_nvlink_domain_median"])
 
-        top = axes[0][col]
+        top = axes[base][col]
         top.bar([x - bar / 2 for x in xs], token, bar, color=TOKEN_COLOR, label="token max/mean")
         top.bar([x + bar / 2 for x in xs], gemm, bar, color=GEMM_COLOR, label="GEMM max/mean")
         top.axhline(1.0, color="black", linewidth=0.8, label="1.0: perfect balance")
@@ -84,7 +93,7 @@ def draw(rows, png):
         if col == 0:
             top.set_ylabel("straggler ratio (median)")
 
-        bottom = axes[1][col]
+        bottom = axes[base + 1][col]
         layer = [float(r["layer_time_us_median"]) for r in group]
         exposed = [float(r["exposed_overhead_us_median"]) for r in group]
         bottom.bar([x - bar / 2 for x in xs], layer, bar, color=LAYER_COLOR, label="layer time")
