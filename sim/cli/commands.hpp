@@ -17,5 +17,7 @@ int balancers_command(const std::vector<std::string>& args);
 int compare_command(const std::vector<std::string>& args);
 /// epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [--force]
 int calibrate_command(const std::vector<std::string>& args);
+/// epsim validate --plans PLANS.jsonl --measured MEASURED.json --hardware HW.yaml --model MODEL.yaml -o DIR
+int validate_command(const std::vector<std::string>& args);
 
 }  // namespace epsim

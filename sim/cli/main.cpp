@@ -20,6 +20,7 @@ const char* kUsage =
     "  balancers               list the load balancers\n"
     "  compare COMPARISON.yaml balancers side by side over cases and EP degrees; comparison.csv and .md\n"
     "  calibrate MEAS.yaml...  fit the hardware model to measurements; write a calibrated hardware YAML\n"
+    "  validate --plans ...    compare predictions with a measured timeline of the same plans; errors per task\n"
     "\n"
     "`epsim COMMAND --help` describes each command.\n";
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (command == "balancers") return epsim::balancers_command(args);
     if (command == "compare") return epsim::compare_command(args);
     if (command == "calibrate") return epsim::calibrate_command(args);
+    if (command == "validate") return epsim::validate_command(args);
     std::cerr << "epsim: error: unknown command '" << command << "'\n\n" << kUsage;
     return 2;
   } catch (const epsim::InputError& e) {
