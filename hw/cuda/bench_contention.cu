@@ -1,0 +1,137 @@
+// epsim-hw bench contention: a grouped GEMM alone vs while a Copy Engine copy loop streams on another
+// stream (memory-bound small-M and compute-bound large-M sizes); reports both medians and the copy rate.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "hw/cuda/commands.cuh"
+#include "hw/cuda/common.cuh"
+#include "hw/cuda/grouped_gemm.cuh"
+#include "hw/host/measurement_writer.hpp"
+
+namespace epsim::hw {
+
+int bench_contention(const HwArgs& a) {
+  const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
+  const int hidden = static_cast<int>(a.integer("hidden", 6144, 1, 1 << 20));
+  const int ffn = static_cast<int>(a.integer("ffn", 2048, 1, 1 << 20));
+  const int matrices = static_cast<int>(a.integer("matrices", 3, 1, 16));
+  const auto experts = a.integers("experts", {8}, 1, 4096);
+  const auto tokens = a.integers("tokens", {16, 64, 256, 1024, 4096}, 1, 1 << 20);
+  const GemmImpl impl = parse_gemm_impl(a.text("impl", "grouped"));
+  const int warmup = static_cast<int>(a.integer("warmup", 5, 0, 100000));
+  const int reps = static_cast<int>(a.integer("reps", 30, 1, 1000));
+  const auto copy_sizes = parse_sizes(a.text("copy-bytes", "256M"));
+  if (copy_sizes.size() != 1) throw std::invalid_argument("--copy-bytes takes one size");
+  const std::size_t copy_bytes = static_cast<std::size_t>(copy_sizes[0]);
+
+  const int max_e = static_cast<int>(*std::max_element(experts.begin(), experts.end()));
+  const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s, cs;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  Measurements m;
+  m.header = describe_device(device);
+  std::vector<std::string> comments = {
+      "epsim-hw bench contention: GEMM (" + std::string(to_string(impl)) + ") alone, then with a loop of " +
+          std::to_string(copy_bytes) + " B cudaMemcpyAsync D2D (local Copy Engine) copies on another stream",
+      "copy_GBps = rate of the copies that completed inside the GEMM window (bytes / s, 10^9); a local copy reads",
+      "and writes the same HBM (about twice the per-GPU traffic of a peer copy of the same rate)"};
+  bool timed_out = false;
+  {
+    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
+    SpinGate gate;
+    DeviceBuffer src(copy_bytes), dst(copy_bytes);
+    CUDA_CHECK(cudaMemset(src.get(), 1, copy_bytes));
+    // One copy's time, to size the loop.
+    double copy_us = 0;
+    {
+      EventPair ev;
+      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+      ev.start(cs);
+      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+      ev.stop(cs);
+      CUDA_CHECK(cudaStreamSynchronize(cs));
+      copy_us = std::max(1.0, ev.elapsed_ms() * 1000.0);
+    }
+    for (auto e : experts)
+      for (auto t : tokens) {
+        const std::vector<std::int64_t> per(static_cast<std::size_t>(e), t);
+        const double alone = time_gemm(gemm, per, warmup, reps, s, gate, &timed_out);
+        gemm.enqueue(per);  // pointer tables uploaded before the gate holds the stream
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        // Copies: enough to outlast the GEMMs twice over (slowed GEMMs included), at least 4.
+        const int copies = static_cast<int>(std::min(20000.0, std::ceil(3.0 * reps * alone / copy_us) + 4));
+        std::vector<cudaEvent_t> copy_end(static_cast<std::size_t>(copies));
+        for (auto& ev : copy_end) CUDA_CHECK(cudaEventCreate(&ev));
+        cudaEvent_t copy_origin;
+        CUDA_CHECK(cudaEventCreate(&copy_origin));
+        std::vector<EventPair> gev(static_cast<std::size_t>(reps));
+        gate.hold(s);
+        CUDA_CHECK(cudaEventRecord(copy_origin, cs));
+        for (int i = 0; i < copies; ++i) {
+          CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+          CUDA_CHECK(cudaEventRecord(copy_end[i], cs));
+        }
+        for (int i = 0; i < reps; ++i) {
+          gev[i].start(s);
+          gemm.enqueue(per);
+          gev[i].stop(s);
+        }
+        gate.release();
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (gate.timed_out()) timed_out = true;
+        std::vector<double> with;
+        for (auto& g : gev) with.push_back(g.elapsed_ms() * 1000.0);
+        // The GEMM window [first GEMM start, last GEMM end] relative to the copy origin; a copy counts
+        // when it ended inside it.
+        float w0 = 0, w1 = 0, total = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&w0, copy_origin, gev.front().start_event()));
+        CUDA_CHECK(cudaEventElapsedTime(&w1, copy_origin, gev.back().stop_event()));
+        std::vector<double> ends;
+        for (auto& ev : copy_end) {
+          float ms = 0;
+          CUDA_CHECK(cudaEventElapsedTime(&ms, copy_origin, ev));
+          ends.push_back(ms);
+        }
+        CUDA_CHECK(cudaEventElapsedTime(&total, copy_origin, copy_end.back()));
+        if (ends.back() < w1)
+          comments.push_back("tokens " + std::to_string(t) + ": the copy loop ended before the last GEMM");
+        std::vector<double> inside;
+        for (double x : ends)
+          if (x >= w0 && x <= w1) inside.push_back(x);
+        double gbps = 0;
+        if (inside.size() >= 2) {
+          gbps = (inside.size() - 1) * static_cast<double>(copy_bytes) / ((inside.back() - inside.front()) * 1e6);
+        } else {
+          gbps = copies * static_cast<double>(copy_bytes) / (total * 1e6);
+          comments.push_back("tokens " + std::to_string(t) + ": fewer than 2 copies inside the GEMM window; copy_GBps is the loop average");
+        }
+        for (auto& ev : copy_end) cudaEventDestroy(ev);
+        cudaEventDestroy(copy_origin);
+        GemmWithCopyPoint p;
+        p.shape = {static_cast<int>(e), t, hidden, ffn, matrices, 2};
+        p.gemm_us = alone;
+        p.gemm_with_copy_us = median(with);
+        p.copy_GBps = gbps;
+        p.repetitions = reps;
+        m.gemm_with_copy.push_back(p);
+        std::printf("contention experts %lld tokens %lld: alone %.2f us, with copy %.2f us (x%.3f), copy %.1f GB/s\n",
+                    static_cast<long long>(e), static_cast<long long>(t), alone, p.gemm_with_copy_us,
+                    p.gemm_with_copy_us / alone, gbps);
+        std::fflush(stdout);
+      }
+    if (gemm.impl() != impl)
+      comments.push_back(std::string("the GEMM fell back to ") + to_string(gemm.impl()) + " (grouped call refused)");
+  }
+  if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
+  CUDA_CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(cs));
+  write_measurements_file(a.text("o", ""), m, comments);
+  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.gemm_with_copy.size());
+  return 0;
+}
+
+}  // namespace epsim::hw

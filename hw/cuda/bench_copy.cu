@@ -1,0 +1,234 @@
+// epsim-hw bench copy: Copy Engine copies (local D2D, to peers, H2D and D2H from pinned memory) and an
+// SM copy kernel, time vs size; plus head-of-line blocking of a small copy behind a large one.
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "hw/cuda/commands.cuh"
+#include "hw/cuda/common.cuh"
+#include "hw/host/measurement_writer.hpp"
+
+namespace epsim::hw {
+
+namespace {
+
+const char* kDefaultSizes = "4K,16K,64K,256K,1M,4M,16M,64M,256M,1G";
+
+class HostBuffer {
+ public:
+  explicit HostBuffer(std::size_t bytes) { CUDA_CHECK(cudaMallocHost(&p_, bytes)); }
+  ~HostBuffer() { cudaFreeHost(p_); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+/// Per-copy times (us) of `reps` copies enqueued back to back behind the gate, each between its own
+/// event pair, over `trials` gated batches: the median over all of them.
+double time_copies(const std::function<void(cudaStream_t)>& copy, int reps, int trials, cudaStream_t s,
+                   SpinGate& gate, bool& timed_out) {
+  copy(s);  // warm-up
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<double> times;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<EventPair> ev(static_cast<std::size_t>(reps));
+    gate.hold(s);
+    for (int i = 0; i < reps; ++i) {
+      ev[i].start(s);
+      copy(s);
+      ev[i].stop(s);
+    }
+    gate.release();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    if (gate.timed_out()) timed_out = true;
+    for (auto& e : ev) times.push_back(e.elapsed_ms() * 1000.0);
+  }
+  return median(times);
+}
+
+bool wanted(const std::string& kinds, const std::string& kind) {
+  std::stringstream ss(kinds);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item == kind) return true;
+  return false;
+}
+
+}  // namespace
+
+int bench_copy(const HwArgs& a) {
+  const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
+  const auto sizes = parse_sizes(a.text("sizes", kDefaultSizes));
+  const int reps = static_cast<int>(a.integer("reps", 20, 1, 1000));
+  const int trials = static_cast<int>(a.integer("trials", 5, 1, 1000));
+  const auto sm_blocks = a.integers("sm-blocks", {1, 2, 4}, 1, 64);
+  const std::string kinds = a.text("kinds", "ce_local,ce_peer,h2d,d2h,sm_copy");
+  {
+    std::stringstream ss(kinds);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (item != "ce_local" && item != "ce_peer" && item != "h2d" && item != "d2h" && item != "sm_copy")
+        throw std::invalid_argument("--kinds: unknown kind '" + item + "' (ce_local, ce_peer, h2d, d2h, sm_copy)");
+  }
+  const std::size_t max_bytes = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+
+  CUDA_CHECK(cudaSetDevice(device));
+  Measurements m;
+  m.header = describe_device(device);
+  std::vector<std::string> comments = {
+      "epsim-hw bench copy: per-copy time between its own CUDA event pair, copies enqueued back to back behind a",
+      "spin kernel (enqueue cost excluded), median over " + std::to_string(trials) + " trials x " +
+          std::to_string(reps) + " copies; CE copies are cudaMemcpyAsync / cudaMemcpyPeerAsync,",
+      "host buffers pinned (cudaMallocHost); sm_copy = 16 B/thread vectorised kernel, 512 threads/block"};
+  cudaStream_t s, s2;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  SpinGate gate;
+  bool timed_out = false;
+  {
+    DeviceBuffer src(max_bytes), dst(max_bytes);
+    CUDA_CHECK(cudaMemset(src.get(), 1, max_bytes));
+    CUDA_CHECK(cudaMemset(dst.get(), 0, max_bytes));
+    auto add = [&](CopyKind kind, std::int64_t bytes, double us, const std::string& note) {
+      CopyPoint p;
+      p.kind = kind;
+      p.bytes = static_cast<double>(bytes);
+      p.median_us = us;
+      p.repetitions = static_cast<std::int64_t>(reps) * trials;
+      m.copy.push_back(p);
+      std::printf("copy %-8s %12lld B: %10.2f us  %8.1f GB/s %s\n", to_string(kind), static_cast<long long>(bytes), us,
+                  bytes / (us * 1e3), note.c_str());
+      std::fflush(stdout);
+    };
+    if (wanted(kinds, "ce_local"))
+      for (auto b : sizes)
+        add(CopyKind::ce_local, b,
+            time_copies([&](cudaStream_t st) {
+              CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), static_cast<std::size_t>(b), cudaMemcpyDeviceToDevice, st));
+            }, reps, trials, s, gate, timed_out), "");
+    if (wanted(kinds, "sm_copy")) {
+      const int sms = sm_count(device);
+      // The file has one sm_copy series; the largest grid is written there, the others as comments.
+      const std::int64_t best_k = *std::max_element(sm_blocks.begin(), sm_blocks.end());
+      for (auto k : sm_blocks)
+        for (auto b : sizes) {
+          const int blocks = static_cast<int>(k) * sms;
+          const double us = time_copies([&](cudaStream_t st) { sm_copy(dst.get(), src.get(), static_cast<std::size_t>(b), blocks, st); },
+                                        reps, trials, s, gate, timed_out);
+          if (k == best_k) {
+            add(CopyKind::sm_copy, b, us, "(grid " + std::to_string(blocks) + ")");
+          } else {
+            comments.push_back("sm_copy grid " + std::to_string(blocks) + " blocks, " + std::to_string(b) +
+                               " B: " + format_number(us) + " us");
+            std::printf("copy sm_copy  %12lld B: %10.2f us (grid %d, comment only)\n", static_cast<long long>(b), us, blocks);
+          }
+        }
+    }
+    if (wanted(kinds, "h2d") || wanted(kinds, "d2h")) {
+      HostBuffer host(max_bytes);
+      std::memset(host.get(), 1, max_bytes);
+      if (wanted(kinds, "h2d"))
+        for (auto b : sizes)
+          add(CopyKind::h2d, b,
+              time_copies([&](cudaStream_t st) {
+                CUDA_CHECK(cudaMemcpyAsync(dst.get(), host.get(), static_cast<std::size_t>(b), cudaMemcpyHostToDevice, st));
+              }, reps, trials, s, gate, timed_out), "");
+      if (wanted(kinds, "d2h"))
+        for (auto b : sizes)
+          add(CopyKind::d2h, b,
+              time_copies([&](cudaStream_t st) {
+                CUDA_CHECK(cudaMemcpyAsync(host.get(), src.get(), static_cast<std::size_t>(b), cudaMemcpyDeviceToHost, st));
+              }, reps, trials, s, gate, timed_out), "");
+    }
+    if (wanted(kinds, "ce_peer")) {
+      int count = 0;
+      CUDA_CHECK(cudaGetDeviceCount(&count));
+      int peer = -1;
+      for (int d = 0; d < count && peer < 0; ++d) {
+        if (d == device) continue;
+        int ok = 0;
+        CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, device, d));
+        if (ok) peer = d;
+      }
+      if (peer < 0) {
+        comments.push_back("ce_peer not measured: no peer GPU with cudaDeviceCanAccessPeer");
+        std::printf("ce_peer skipped: no peer-accessible GPU\n");
+      } else {
+        const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(e);
+        cudaGetLastError();
+        CUDA_CHECK(cudaSetDevice(peer));
+        DeviceBuffer remote(max_bytes);
+        CUDA_CHECK(cudaSetDevice(device));
+        comments.push_back("ce_peer: device " + std::to_string(device) + " -> device " + std::to_string(peer));
+        for (auto b : sizes)
+          add(CopyKind::ce_peer, b,
+              time_copies([&](cudaStream_t st) {
+                CUDA_CHECK(cudaMemcpyPeerAsync(remote.get(), peer, src.get(), device, static_cast<std::size_t>(b), st));
+              }, reps, trials, s, gate, timed_out), "");
+      }
+    }
+
+    // Head-of-line blocking: a small D2D copy on stream B enqueued right after a large one on stream A
+    // (same direction, same engine), both released together by the gate; compare with the small copy alone.
+    if (max_bytes >= (64u << 20)) {
+      const std::size_t big = max_bytes, small = 64u << 10;
+      DeviceBuffer small_dst(small);
+      std::vector<double> alone, behind, big_t;
+      cudaEvent_t origin, big_end, small_end, s_start;
+      CUDA_CHECK(cudaEventCreate(&origin));
+      CUDA_CHECK(cudaEventCreate(&big_end));
+      CUDA_CHECK(cudaEventCreate(&small_end));
+      CUDA_CHECK(cudaEventCreate(&s_start));
+      for (int t = 0; t < trials * 4; ++t) {
+        gate.hold(s);
+        CUDA_CHECK(cudaEventRecord(origin, s));
+        CUDA_CHECK(cudaStreamWaitEvent(s2, origin, 0));
+        CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), big, cudaMemcpyDeviceToDevice, s));
+        CUDA_CHECK(cudaEventRecord(big_end, s));
+        CUDA_CHECK(cudaMemcpyAsync(small_dst.get(), src.get(), small, cudaMemcpyDeviceToDevice, s2));
+        CUDA_CHECK(cudaEventRecord(small_end, s2));
+        gate.release();
+        CUDA_CHECK(cudaDeviceSynchronize());
+        float ms_small = 0, ms_big = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms_small, origin, small_end));
+        CUDA_CHECK(cudaEventElapsedTime(&ms_big, origin, big_end));
+        behind.push_back(ms_small * 1000.0);
+        big_t.push_back(ms_big * 1000.0);
+        gate.hold(s2);
+        CUDA_CHECK(cudaEventRecord(s_start, s2));
+        CUDA_CHECK(cudaMemcpyAsync(small_dst.get(), src.get(), small, cudaMemcpyDeviceToDevice, s2));
+        CUDA_CHECK(cudaEventRecord(small_end, s2));
+        gate.release();
+        CUDA_CHECK(cudaStreamSynchronize(s2));
+        CUDA_CHECK(cudaEventElapsedTime(&ms_small, s_start, small_end));
+        alone.push_back(ms_small * 1000.0);
+      }
+      cudaEventDestroy(origin);
+      cudaEventDestroy(big_end);
+      cudaEventDestroy(small_end);
+      cudaEventDestroy(s_start);
+      std::ostringstream o;
+      o << "head-of-line (ce_local): " << small << " B copy on a second stream, enqueued after a " << big
+        << " B copy: completes " << format_number(median(behind)) << " us after release (large copy ends at "
+        << format_number(median(big_t)) << " us); alone " << format_number(median(alone)) << " us; medians of "
+        << behind.size();
+      comments.push_back(o.str());
+      std::printf("%s\n", o.str().c_str());
+    }
+  }
+  if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time (lower --reps)");
+  CUDA_CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(s2));
+  if (m.copy.empty()) throw std::runtime_error("no copy measured (check --kinds)");
+  write_measurements_file(a.text("o", ""), m, comments);
+  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.copy.size());
+  return 0;
+}
+
+}  // namespace epsim::hw

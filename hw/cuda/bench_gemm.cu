@@ -1,0 +1,95 @@
+// epsim-hw bench gemm: BF16 expert grouped GEMM time vs tokens per expert and number of experts.
+#include <algorithm>
+#include <cstdio>
+
+#include "hw/cuda/commands.cuh"
+#include "hw/cuda/common.cuh"
+#include "hw/cuda/grouped_gemm.cuh"
+#include "hw/host/measurement_writer.hpp"
+
+namespace epsim::hw {
+
+namespace {
+// 1..8192: powers of two, 128-aligned multiples and unaligned counts.
+const std::vector<std::int64_t> kDefaultTokens = {1,   2,   4,   8,    16,   32,   64,   96,   100,  128,  192,
+                                                  200, 256, 320, 384,  500,  512,  768,  1000, 1024, 1536, 2000,
+                                                  2048, 3072, 4000, 4096, 6144, 8192};
+}  // namespace
+
+/// Median time in us of `reps` enqueues of gemm.enqueue(tokens) after `warmup` untimed ones; each
+/// repetition has its own event pair, all enqueued behind a SpinGate.
+double time_gemm(GroupedGemm& gemm, const std::vector<std::int64_t>& tokens, int warmup, int reps, cudaStream_t s,
+                 SpinGate& gate, bool* gate_timed_out) {
+  for (int i = 0; i < warmup; ++i) gemm.enqueue(tokens);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<double> times;
+  constexpr int kBatch = 16;  // events per gated batch: keeps the held queue short
+  for (int done = 0; done < reps;) {
+    const int n = std::min(kBatch, reps - done);
+    std::vector<EventPair> ev(static_cast<std::size_t>(n));
+    gemm.enqueue(tokens);  // uploads any pointer table before the gate holds the stream
+    gate.hold(s);
+    for (int i = 0; i < n; ++i) {
+      ev[i].start(s);
+      gemm.enqueue(tokens);
+      ev[i].stop(s);
+    }
+    gate.release();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    if (gate.timed_out() && gate_timed_out) *gate_timed_out = true;
+    for (auto& e : ev) times.push_back(e.elapsed_ms() * 1000.0);
+    done += n;
+  }
+  return median(times);
+}
+
+int bench_gemm(const HwArgs& a) {
+  const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
+  const int hidden = static_cast<int>(a.integer("hidden", 6144, 1, 1 << 20));
+  const int ffn = static_cast<int>(a.integer("ffn", 2048, 1, 1 << 20));
+  const int matrices = static_cast<int>(a.integer("matrices", 3, 1, 16));
+  const auto experts = a.integers("experts", {1, 2, 4, 8, 16, 32}, 1, 4096);
+  const auto tokens = a.integers("tokens", kDefaultTokens, 1, 1 << 20);
+  const GemmImpl impl = parse_gemm_impl(a.text("impl", "grouped"));
+  const int warmup = static_cast<int>(a.integer("warmup", 5, 0, 100000));
+  const int reps = static_cast<int>(a.integer("reps", 50, 1, 100000));
+
+  const int max_e = static_cast<int>(*std::max_element(experts.begin(), experts.end()));
+  const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Measurements m;
+  m.header = describe_device(device);
+  {
+    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
+    SpinGate gate;
+    bool timed_out = false;
+    for (auto e : experts)
+      for (auto t : tokens) {
+        const std::vector<std::int64_t> per(static_cast<std::size_t>(e), t);
+        const double us = time_gemm(gemm, per, warmup, reps, s, gate, &timed_out);
+        GemmPoint p;
+        p.shape = {static_cast<int>(e), t, hidden, ffn, matrices, 2};
+        p.median_us = us;
+        p.repetitions = reps;
+        m.grouped_gemm.push_back(p);
+        const double tflops = 2.0 * matrices * hidden * ffn * static_cast<double>(t) * e / (us * 1e-6) / 1e12;
+        std::printf("gemm experts %lld tokens/expert %lld: %.2f us (%.1f TFLOP/s)\n", static_cast<long long>(e),
+                    static_cast<long long>(t), us, tflops);
+        std::fflush(stdout);
+      }
+    std::vector<std::string> comments = {
+        "epsim-hw bench gemm: BF16 inputs/outputs, FP32 accumulation, implementation " + std::string(to_string(gemm.impl())),
+        "each repetition timed with its own CUDA event pair, enqueued behind a spin kernel (enqueue excluded)",
+        "warm-up " + std::to_string(warmup) + " runs per point; median over " + std::to_string(reps),
+        "clocks are the device's reported maximum (cudaDevAttrClockRate / MemoryClockRate), not locked clocks"};
+    if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
+    write_measurements_file(a.text("o", ""), m, comments);
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
+  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.grouped_gemm.size());
+  return 0;
+}
+
+}  // namespace epsim::hw

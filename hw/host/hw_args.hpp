@@ -1,0 +1,40 @@
+// Command-line parsing for epsim-hw (no CUDA here, so it is unit-tested on any machine).
+//   epsim-hw bench gemm|copy|contention|alltoall [--key value]... -o FILE.yaml
+//   epsim-hw run PLANS.jsonl --gpu G [--record N] [--key value]... -o measured_timeline.json
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace epsim::hw {
+
+struct HwArgs {
+  std::string command;                 ///< "bench" or "run"
+  std::vector<std::string> positional;  ///< bench: {kind}; run: {plans file}
+  std::map<std::string, std::string> options;  ///< "--key value" and "-o FILE" (as "o")
+  std::set<std::string> flags;                 ///< "--key" switches listed in `switches`
+
+  bool has(const std::string& key) const { return options.count(key) > 0; }
+  std::string text(const std::string& key, const std::string& fallback) const;
+  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) const;
+  /// Comma-separated list of integers, each in [lo, hi]; ranges "A:B" (inclusive, powers of two
+  /// between A and B when written "A:B:pow2").
+  std::vector<std::int64_t> integers(const std::string& key, const std::vector<std::int64_t>& fallback,
+                                     std::int64_t lo, std::int64_t hi) const;
+};
+
+/// Throws std::invalid_argument with a usage-style message on an unknown option, a missing value,
+/// or an option not in `allowed` (names without dashes; "o" is -o/--output). `switches` take no value.
+HwArgs parse_hw_args(const std::vector<std::string>& argv, const std::set<std::string>& allowed,
+                     const std::set<std::string>& switches = {});
+
+/// Byte sizes "4096,1M,1G" (K/M/G are powers of 1024), each > 0.
+std::vector<std::int64_t> parse_sizes(const std::string& text);
+
+/// Median of `values` (mean of the two middle ones for an even count); throws on empty input.
+double median(std::vector<double> values);
+
+}  // namespace epsim::hw

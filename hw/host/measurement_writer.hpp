@@ -1,0 +1,25 @@
+// Writes a `kind: measurements` file (docs/calibration.md) that load_measurements() reads back: the
+// output of every `epsim-hw bench`. Extra observations that have no key in the format (head-of-line
+// blocking, SM-copy grid sizes, ...) go into `# ` comment lines, which the strict reader ignores.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "hw/calibration/measurements.hpp"
+
+namespace epsim::hw {
+
+/// Serialises `m` (file and `where` fields are ignored); `comments` are written as leading `# ` lines.
+void write_measurements(std::ostream& out, const Measurements& m, const std::vector<std::string>& comments = {});
+/// Writes atomically (temporary file beside `path`, then rename); throws std::runtime_error on failure.
+void write_measurements_file(const std::string& path, const Measurements& m,
+                             const std::vector<std::string>& comments = {});
+
+/// A YAML double-quoted scalar.
+std::string yaml_quote(const std::string& text);
+/// Shortest round-tripping decimal text of a finite double.
+std::string format_number(double value);
+
+}  // namespace epsim::hw

@@ -1,0 +1,64 @@
+// The per-GPU part of a Plan, as the single-GPU hw runner executes it (`epsim-hw run`): its grouped
+// GEMMs in plan order with their token counts, and the Copy Engine copies it sends, in a fixed order.
+// Pure CPU logic, unit-tested without a GPU.
+//
+// What a GPU runs, per pass:
+//   forward:  copy_engine  the CE copies it sends: weight transfers (src_gpu == G, carrier copy_engine)
+//                          and the second leg of two-phase token routes (via_gpu == G, carrier
+//                          copy_engine, instance elsewhere; tokens * hidden * dtype bytes each way, the
+//                          return leg of the combine is not a forward copy of G and is left out);
+//             compute      one grouped GEMM per GemmGroup of G, in gemm_order.
+//   backward: compute      per group the data-gradient GEMM (same order), then per group the
+//                          weight-gradient GEMM, each the same shapes as the forward GEMM;
+//             copy_engine  gradient transfers with src_gpu == G on the copy engine (after the
+//                          instance's weight-gradient GEMM), and the input gradients of two-phase
+//                          routes whose instance lives on G (after its data-gradient GEMM).
+// Forward outputs of routes whose instance lives on G leave after the instance's forward GEMM.
+// EP-backend traffic (all-to-all kernels) is not run: a single GPU has no peers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/plan/plan.hpp"
+#include "sim/replay/timeline.hpp"
+
+namespace epsim::hw {
+
+struct GemmTask {
+  Pass pass = Pass::forward;
+  std::string name;                  ///< e.g. "gemm g0", "dgrad g0", "wgrad g0"
+  std::vector<int> instances;        ///< plan instance indices
+  std::vector<std::int64_t> tokens;  ///< tokens per instance (same order); zeros are kept
+};
+
+struct CopyTask {
+  Pass pass = Pass::forward;
+  std::string name;  ///< e.g. "weights i3 0->1", "tokens i5 0->2"
+  std::int64_t bytes = 0;
+  int dst_gpu = 0;  ///< where the bytes would go; the single-GPU runner copies locally
+  /// Index into GpuTasks::gemms of the GEMM whose end the copy waits for, -1 for none: outputs wait
+  /// for their forward group, input gradients for their data-gradient GEMM, weight gradients for
+  /// their weight-gradient GEMM; weights and incoming tokens leave at the start.
+  int after_gemm = -1;
+};
+
+struct GpuTasks {
+  int gpu = 0;
+  std::uint32_t step = 0, micro_batch = 0, layer = 0;
+  std::vector<GemmTask> gemms;  ///< forward tasks first, then backward, each in execution order
+  std::vector<CopyTask> copies;  ///< forward then backward; within a pass ordered by after_gemm
+};
+
+/// Bytes of one token's activations: hidden * dtype_bytes.
+std::int64_t token_bytes(int hidden, int dtype_bytes);
+
+/// The tasks of `gpu` in `plan`; throws std::invalid_argument if gpu is outside [0, num_gpus).
+GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_bytes);
+
+/// Reads a plans.jsonl file (one plan_to_json document per line; blank lines skipped). Throws
+/// InputError "FILE:LINE: message" on a bad line. `limit` > 0 stops after that many plans.
+std::vector<Plan> load_plans_jsonl(const std::string& path, std::size_t limit = 0);
+
+}  // namespace epsim::hw

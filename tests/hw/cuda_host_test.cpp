@@ -1,0 +1,200 @@
+// The CPU side of epsim-hw (hw/host): argument parsing, measurement files that `epsim calibrate` reads
+// back, plan -> per-GPU tasks, checksum arithmetic and the measured-timeline document. No GPU needed.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hw/calibration/measurements.hpp"
+#include "hw/host/checksum.hpp"
+#include "hw/host/hw_args.hpp"
+#include "hw/host/measurement_writer.hpp"
+#include "hw/host/plan_tasks.hpp"
+#include "hw/host/timeline_writer.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/plan/plan_json.hpp"
+#include "tests/test_paths.hpp"
+
+using namespace epsim;
+using namespace epsim::hw;
+
+namespace {
+
+Plan two_gpu_plan() {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.step = 3;
+  plan.micro_batch = 1;
+  plan.layer = 2;
+  plan.num_gpus = 2;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {0, 1, InstanceKind::dynamic_expert},
+                    {1, 1, InstanceKind::static_expert}};
+  plan.routes = {{0, 0, 5, Carrier::none, -1, 0},
+                 {1, 1, 7, Carrier::copy_engine, 0, 0},  // two-phase: rank 1 -> GPU 0 (EP), GPU 0 -> GPU 1 (CE)
+                 {0, 2, 4, Carrier::ep_backend, -1, 0},
+                 {1, 2, 6, Carrier::none, -1, 0}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 4096, Carrier::copy_engine},
+                    {TransferKind::gradients, PassKind::backward, 1, 1, 0, 2048, Carrier::copy_engine},
+                    {TransferKind::weights, PassKind::forward, 1, 0, 1, 999, Carrier::ep_backend}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("epsim-hw arguments: options, switches, lists, sizes and refusals") {
+  const HwArgs a = parse_hw_args({"bench", "gemm", "--experts", "1,4:16:pow2", "--reps=7", "-o", "out.yaml", "--no-verify"},
+                                 {"experts", "reps", "o", "tokens"}, {"no-verify"});
+  CHECK(a.command == "bench");
+  CHECK(a.positional == std::vector<std::string>{"gemm"});
+  CHECK(a.integers("experts", {}, 1, 100) == std::vector<std::int64_t>{1, 4, 8, 16});
+  CHECK(a.integer("reps", 50, 1, 100) == 7);
+  CHECK(a.integer("warmup", 5, 0, 100) == 5);
+  CHECK(a.integers("tokens", {3}, 1, 10) == std::vector<std::int64_t>{3});
+  CHECK(a.text("o", "") == "out.yaml");
+  CHECK(a.flags.count("no-verify") == 1);
+  CHECK_THROWS_AS(parse_hw_args({"bench", "--bogus", "1"}, {"o"}), std::invalid_argument);
+  CHECK_THROWS_AS(parse_hw_args({"bench", "-o"}, {"o"}), std::invalid_argument);
+  CHECK_THROWS_AS(parse_hw_args({"bench", "--reps", "x"}, {"reps"}).integer("reps", 1, 1, 9), std::invalid_argument);
+  CHECK_THROWS_AS(parse_hw_args({"bench", "--reps", "0"}, {"reps"}).integer("reps", 1, 1, 9), std::invalid_argument);
+  CHECK(parse_sizes("4K,1M,1G,100") == std::vector<std::int64_t>{4096, 1048576, 1073741824, 100});
+  CHECK_THROWS_AS(parse_sizes("4K,,1M"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_sizes("-1"), std::invalid_argument);
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 2, 3}) == 2.5);
+}
+
+TEST_CASE("a written measurements file is read back by load_measurements, every series") {
+  Measurements m;
+  m.header = {"NVIDIA H100 80GB HBM3", "CUDA driver API 13.0", "13.0", 1980, 2619, "2026-11-22", "epsim-hw 0.1.0"};
+  m.grouped_gemm.push_back({{8, 100, 6144, 2048, 3, 2}, 214.75, 50, ""});
+  m.copy.push_back({CopyKind::ce_local, 4096, 3.125, 100, ""});
+  m.copy.push_back({CopyKind::sm_copy, 1073741824, 701.5, 100, ""});
+  m.gemm_with_copy.push_back({{8, 64, 6144, 2048, 3, 2}, 210.1, 258.3, 390.25, 30, ""});
+  m.all_to_all.push_back({8, 4194304, 99.6, 30, ""});
+  const auto path = (test::scratch_dir("cuda_host_measurements") / "m.yaml").string();
+  write_measurements_file(path, m, {"a comment: with a colon", "two\nlines"});
+  const Measurements back = load_measurements(path);
+  CHECK(back.header.gpu == m.header.gpu);
+  CHECK(back.header.driver == m.header.driver);
+  CHECK(back.header.cuda == "13.0");
+  CHECK(back.header.sm_clock_MHz == 1980);
+  CHECK(back.header.date == "2026-11-22");
+  REQUIRE(back.grouped_gemm.size() == 1);
+  CHECK(back.grouped_gemm[0].shape.tokens_per_expert == 100);
+  CHECK(back.grouped_gemm[0].median_us == 214.75);
+  REQUIRE(back.copy.size() == 2);
+  CHECK(back.copy[1].kind == CopyKind::sm_copy);
+  CHECK(back.copy[1].bytes == 1073741824);
+  REQUIRE(back.gemm_with_copy.size() == 1);
+  CHECK(back.gemm_with_copy[0].copy_GBps == 390.25);
+  REQUIRE(back.all_to_all.size() == 1);
+  CHECK(back.all_to_all[0].ranks == 8);
+  CHECK(format_number(0.1) == "0.1");
+  CHECK(format_number(3) == "3");
+  CHECK(yaml_quote("a\"b") == "\"a\\\"b\"");
+}
+
+TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy Engine copies it sends") {
+  const Plan plan = two_gpu_plan();
+  const int hidden = 16;
+  const GpuTasks g0 = extract_gpu_tasks(plan, 0, hidden, 2);
+  CHECK(g0.step == 3);
+  CHECK(g0.layer == 2);
+  REQUIRE(g0.gemms.size() == 3);
+  CHECK(g0.gemms[0].name == "gemm g0");
+  CHECK(g0.gemms[0].pass == Pass::forward);
+  CHECK(g0.gemms[0].tokens == std::vector<std::int64_t>{5});
+  CHECK(g0.gemms[1].name == "dgrad g0");
+  CHECK(g0.gemms[2].name == "wgrad g0");
+  CHECK(g0.gemms[2].pass == Pass::backward);
+  REQUIRE(g0.copies.size() == 2);  // the CE weights and the CE leg of the two-phase route; not the EP transfer
+  CHECK(g0.copies[0].name == "weights i1 0->1");
+  CHECK(g0.copies[0].bytes == 4096);
+  CHECK(g0.copies[1].name == "tokens i1 0->1");
+  CHECK(g0.copies[1].bytes == 7 * hidden * 2);
+  CHECK(g0.copies[0].after_gemm == -1);
+  CHECK(g0.copies[1].after_gemm == -1);
+
+  const GpuTasks g1 = extract_gpu_tasks(plan, 1, hidden, 2);
+  REQUIRE(g1.gemms.size() == 3);
+  CHECK(g1.gemms[0].instances == std::vector<int>{1, 2});
+  CHECK(g1.gemms[0].tokens == std::vector<std::int64_t>{7, 10});
+  REQUIRE(g1.copies.size() == 3);
+  CHECK(g1.copies[0].name == "outputs i1 1->0");
+  CHECK(g1.copies[0].pass == Pass::forward);
+  CHECK(g1.copies[0].after_gemm == 0);  // after its forward group
+  CHECK(g1.copies[1].name == "input-grads i1 1->0");
+  CHECK(g1.copies[1].pass == Pass::backward);
+  CHECK(g1.copies[1].after_gemm == 1);  // after its data-gradient GEMM
+  CHECK(g1.copies[2].name == "gradients i1 1->0");
+  CHECK(g1.copies[2].after_gemm == 2);  // after its weight-gradient GEMM
+  CHECK_THROWS_AS(extract_gpu_tasks(plan, 2, hidden, 2), std::invalid_argument);
+}
+
+TEST_CASE("plans.jsonl is read line by line, with the line in errors") {
+  const auto dir = test::scratch_dir("cuda_host_plans");
+  const auto path = (dir / "plans.jsonl").string();
+  {
+    std::ofstream out(path);
+    out << plan_to_json(two_gpu_plan()).dump() << "\n\n" << plan_to_json(two_gpu_plan()).dump() << "\n";
+  }
+  CHECK(load_plans_jsonl(path).size() == 2);
+  CHECK(load_plans_jsonl(path, 1).size() == 1);
+  const auto bad = (dir / "bad.jsonl").string();
+  {
+    std::ofstream out(bad);
+    out << plan_to_json(two_gpu_plan()).dump() << "\n{not json\n";
+  }
+  try {
+    load_plans_jsonl(bad);
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("bad.jsonl") != std::string::npos);
+    CHECK(std::string(e.what()).find("2") != std::string::npos);
+  }
+}
+
+TEST_CASE("checksums: the CPU value of a pattern, and a wrong copy gives another value") {
+  std::vector<std::uint32_t> buf(1000);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = pattern_word(7, i);
+  const std::uint64_t good = expected_pattern_checksum(7, buf.size());
+  CHECK(checksum_words(buf.data(), buf.size()) == good);
+  CHECK(checksum_words(buf.data() + 1, buf.size() - 1) != expected_pattern_checksum(7, buf.size() - 1));  // shifted
+  CHECK(expected_pattern_checksum(7, buf.size() - 1) != good);  // truncated
+  std::vector<std::uint32_t> zeros(1000, 0);
+  CHECK(checksum_words(zeros.data(), zeros.size()) != good);  // nothing copied
+  std::swap(buf[3], buf[4]);
+  CHECK(checksum_words(buf.data(), buf.size()) != good);  // reordered
+  CHECK(checksum_word_count(4095) == 1023);
+  CHECK(pattern_word(1, 0) != pattern_word(2, 0));
+}
+
+TEST_CASE("the runner's output is a measured-timeline document in the simulator's event schema") {
+  RunRecord r;
+  r.step = 1;
+  r.layer = 4;
+  TimelineEvent e;
+  e.gpu = 3;
+  e.track = Track::copy_engine;
+  e.pass = Pass::backward;
+  e.name = "gradients i1 3->0";
+  e.start_ps = ms_to_ps(0.001);
+  e.end_ps = ms_to_ps(0.0025);
+  e.bytes = 2048;
+  r.events.push_back(e);
+  const auto j = run_records_to_json("NVIDIA H100", {r});
+  CHECK(j["format"] == "epsim-measured-timeline");
+  CHECK(j["version"] == 1);
+  CHECK(j["gpu_name"] == "NVIDIA H100");
+  const auto& ev = j["records"][0]["events"][0];
+  CHECK(j["records"][0]["layer"] == 4);
+  CHECK(ev["track"] == "copy_engine");
+  CHECK(ev["pass"] == "backward");
+  CHECK(ev["start_ps"] == 1000000);
+  CHECK(ev["end_ps"] == 2500000);
+  CHECK(ev["bytes"] == 2048.0);
+  CHECK(ev.size() == 7);
+  CHECK(ms_to_ps(-1) == 0);
+}
