@@ -28,11 +28,11 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
 
   std::vector<GemmTask> forward;
   if (static_cast<std::size_t>(gpu) < plan.gemm_order.size()) {
-    int index = 0;
     for (const auto& group : plan.gemm_order[gpu]) {
       GemmTask t;
       t.pass = Pass::forward;
-      t.name = "gemm g" + std::to_string(index++);
+      // The simulator's task names, so that `epsim validate` pairs them (docs/validation.md).
+      t.name = "gemm fwd";
       t.instances = group.instances;
       for (int i : group.instances) t.tokens.push_back(tokens.at(static_cast<std::size_t>(i)));
       forward.push_back(t);
@@ -42,13 +42,13 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
   for (std::size_t k = 0; k < forward.size(); ++k) {
     GemmTask t = forward[k];
     t.pass = Pass::backward;
-    t.name = "dgrad g" + std::to_string(k);
+    t.name = "gemm dgrad";
     out.gemms.push_back(t);
   }
   for (std::size_t k = 0; k < forward.size(); ++k) {
     GemmTask t = forward[k];
     t.pass = Pass::backward;
-    t.name = "wgrad g" + std::to_string(k);
+    t.name = "gemm wgrad";
     out.gemms.push_back(t);
   }
 
@@ -68,8 +68,8 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
     if (tr.carrier != Carrier::copy_engine || tr.src_gpu != gpu || tr.bytes <= 0) continue;
     CopyTask c;
     c.pass = tr.pass == PassKind::forward ? Pass::forward : Pass::backward;
-    c.name = std::string(tr.kind == TransferKind::weights ? "weights" : "gradients") + " i" +
-             std::to_string(tr.instance) + " " + std::to_string(tr.src_gpu) + "->" + std::to_string(tr.dst_gpu);
+    c.name = std::string(tr.kind == TransferKind::weights ? "weights e" : "grads e") +
+             std::to_string(plan.instances.at(static_cast<std::size_t>(tr.instance)).expert);
     c.bytes = tr.bytes;
     c.dst_gpu = tr.dst_gpu;
     if (tr.kind == TransferKind::gradients) c.after_gemm = after(tr.instance, 2 * n);
@@ -83,16 +83,15 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
     const std::int64_t bytes = r.tokens * per_token;
     if (from == gpu) {
       fwd.push_back({Pass::forward,
-                     "tokens i" + std::to_string(r.instance) + " " + std::to_string(from) + "->" + std::to_string(inst_gpu),
+                     "tokens",
                      bytes, inst_gpu, -1});
     }
     if (inst_gpu == gpu) {  // forward outputs back, and in backward the output gradients come back too
       fwd.push_back({Pass::forward,
-                     "outputs i" + std::to_string(r.instance) + " " + std::to_string(inst_gpu) + "->" + std::to_string(from),
+                     "outputs",
                      bytes, from, after(r.instance, 0)});
       bwd.push_back({Pass::backward,
-                     "input-grads i" + std::to_string(r.instance) + " " + std::to_string(inst_gpu) + "->" +
-                         std::to_string(from),
+                     "input grads",
                      bytes, from, after(r.instance, n)});
     }
   }

@@ -103,16 +103,16 @@ TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy
   CHECK(g0.step == 3);
   CHECK(g0.layer == 2);
   REQUIRE(g0.gemms.size() == 3);
-  CHECK(g0.gemms[0].name == "gemm g0");
+  CHECK(g0.gemms[0].name == "gemm fwd");
   CHECK(g0.gemms[0].pass == Pass::forward);
   CHECK(g0.gemms[0].tokens == std::vector<std::int64_t>{5});
-  CHECK(g0.gemms[1].name == "dgrad g0");
-  CHECK(g0.gemms[2].name == "wgrad g0");
+  CHECK(g0.gemms[1].name == "gemm dgrad");
+  CHECK(g0.gemms[2].name == "gemm wgrad");
   CHECK(g0.gemms[2].pass == Pass::backward);
   REQUIRE(g0.copies.size() == 2);  // the CE weights and the CE leg of the two-phase route; not the EP transfer
-  CHECK(g0.copies[0].name == "weights i1 0->1");
+  CHECK(g0.copies[0].name == "weights e0");
   CHECK(g0.copies[0].bytes == 4096);
-  CHECK(g0.copies[1].name == "tokens i1 0->1");
+  CHECK(g0.copies[1].name == "tokens");
   CHECK(g0.copies[1].bytes == 7 * hidden * 2);
   CHECK(g0.copies[0].after_gemm == -1);
   CHECK(g0.copies[1].after_gemm == -1);
@@ -122,13 +122,13 @@ TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy
   CHECK(g1.gemms[0].instances == std::vector<int>{1, 2});
   CHECK(g1.gemms[0].tokens == std::vector<std::int64_t>{7, 10});
   REQUIRE(g1.copies.size() == 3);
-  CHECK(g1.copies[0].name == "outputs i1 1->0");
+  CHECK(g1.copies[0].name == "outputs");
   CHECK(g1.copies[0].pass == Pass::forward);
   CHECK(g1.copies[0].after_gemm == 0);  // after its forward group
-  CHECK(g1.copies[1].name == "input-grads i1 1->0");
+  CHECK(g1.copies[1].name == "input grads");
   CHECK(g1.copies[1].pass == Pass::backward);
   CHECK(g1.copies[1].after_gemm == 1);  // after its data-gradient GEMM
-  CHECK(g1.copies[2].name == "gradients i1 1->0");
+  CHECK(g1.copies[2].name == "grads e0");
   CHECK(g1.copies[2].after_gemm == 2);  // after its weight-gradient GEMM
   CHECK_THROWS_AS(extract_gpu_tasks(plan, 2, hidden, 2), std::invalid_argument);
 }
