@@ -18,22 +18,8 @@ using namespace epsim;
 
 namespace {
 
-TraceRecord record_of(const std::vector<std::vector<std::uint32_t>>& rows) {
-  TraceRecord r;
-  for (const auto& row : rows) r.counts.insert(r.counts.end(), row.begin(), row.end());
-  return r;
-}
-
-BalancerContext context_for(const ModelSpec& model, const HardwareSpec& hw,
-                            Placement placement = Placement::contiguous) {
-  BalancerContext c;
-  c.num_gpus = hw.nodes * hw.gpus_per_node;
-  c.gpus_per_node = hw.gpus_per_node;
-  c.placement = placement;
-  c.model = &model;
-  c.hardware = &hw;
-  return c;
-}
+using test::context_for;
+using test::record_of;
 
 MicroMoeParams params_with(int redundant_per_gpu, bool minimize_traffic = true) {
   MicroMoeParams p;

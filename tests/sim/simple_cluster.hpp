@@ -4,6 +4,10 @@
 // 1000 bytes.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
+#include "sim/balancers/balancer.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 #include "sim/hardware/model_spec.hpp"
 
@@ -45,6 +49,25 @@ inline ModelSpec simple_model(int experts = 2, int top_k = 1, int shared_experts
   m.tokens_per_microbatch = 100;
   m.moe_layers = 1;
   return m;
+}
+
+/// A record from its count matrix, one row per source rank.
+inline TraceRecord record_of(const std::vector<std::vector<std::uint32_t>>& rows) {
+  TraceRecord r;
+  for (const auto& row : rows) r.counts.insert(r.counts.end(), row.begin(), row.end());
+  return r;
+}
+
+/// A balancer's view of `hw` (all its GPUs take part) and `model`.
+inline BalancerContext context_for(const ModelSpec& model, const HardwareSpec& hw,
+                                   Placement placement = Placement::contiguous) {
+  BalancerContext c;
+  c.num_gpus = hw.nodes * hw.gpus_per_node;
+  c.gpus_per_node = hw.gpus_per_node;
+  c.placement = placement;
+  c.model = &model;
+  c.hardware = &hw;
+  return c;
 }
 
 }  // namespace epsim::test
