@@ -11,11 +11,14 @@
 
 #include "sim/balancers/eplb_algorithm.hpp"
 #include "sim/balancers/placement.hpp"
+#include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
 
 namespace {
+
+using test::check_counts_preserved;
 
 const std::vector<std::vector<double>> kReadmeWeight = {
     {90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86},
@@ -57,16 +60,13 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
   REQUIRE_NOTHROW(validate_plan(plan, experts, ctx.gpus_per_node));
-  std::vector<std::int64_t> got(static_cast<std::size_t>(n) * experts, 0);
   for (const TokenRoute& r : plan.routes) {
     const ExpertInstance& inst = plan.instances[r.instance];
-    got[static_cast<std::size_t>(r.src_rank) * experts + inst.expert] += r.tokens;
     CHECK(r.tokens > 0);
     CHECK(r.via_gpu == -1);
     CHECK(r.carrier == (r.src_rank == inst.gpu ? Carrier::none : Carrier::ep_backend));
   }
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) CHECK(got[static_cast<std::size_t>(s) * experts + e] == rec.count(s, e, experts));
+  check_counts_preserved(plan, rec, experts);
   for (const Transfer& t : plan.transfers) {
     CHECK(t.kind == TransferKind::weights);
     CHECK(t.pass == PassKind::forward);

@@ -10,11 +10,15 @@
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/core/input_error.hpp"
+#include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
 
 namespace {
+
+using test::check_copy_transfers;
+using test::check_counts_preserved;
 
 using test::context_for;
 using test::record_of;
@@ -49,11 +53,9 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
   REQUIRE_NOTHROW(validate_plan(plan, experts, ctx.gpus_per_node));
-  std::vector<std::int64_t> got(static_cast<std::size_t>(n) * experts, 0);
   for (const TokenRoute& r : plan.routes) {
     const ExpertInstance& inst = plan.instances[r.instance];
     const int home = home_gpu(inst.expert, experts, n, ctx.placement);
-    got[static_cast<std::size_t>(r.src_rank) * experts + inst.expert] += r.tokens;
     CHECK(r.tokens > 0);
     if (inst.kind == InstanceKind::static_expert) {
       CHECK(inst.gpu == home);
@@ -67,8 +69,7 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
       CHECK(inst.gpu / ctx.gpus_per_node == home / ctx.gpus_per_node);
     }
   }
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) CHECK(got[static_cast<std::size_t>(s) * experts + e] == rec.count(s, e, experts));
+  check_counts_preserved(plan, rec, experts);
   // Home instances are 0..E-1 in expert order; dynamic instances follow.
   for (int e = 0; e < experts; ++e) CHECK(plan.instances[e].expert == e);
   std::vector<int> slots_used(n, 0);
@@ -81,19 +82,7 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
       CHECK(plan.gemm_order[g][1].instances.size() == static_cast<std::size_t>(slots_used[g]));
   }
   CHECK(plan.transfers.size() == 2 * static_cast<std::size_t>(count_dynamic(plan)));
-  for (const Transfer& t : plan.transfers) {
-    const ExpertInstance& inst = plan.instances[t.instance];
-    const int home = home_gpu(inst.expert, experts, n, ctx.placement);
-    CHECK(t.carrier == Carrier::copy_engine);
-    CHECK(t.bytes == ctx.model->expert_weight_bytes());
-    if (t.kind == TransferKind::weights) {
-      CHECK(t.pass == PassKind::forward);
-      CHECK((t.src_gpu == home && t.dst_gpu == inst.gpu));
-    } else {
-      CHECK(t.pass == PassKind::backward);
-      CHECK((t.src_gpu == inst.gpu && t.dst_gpu == home));
-    }
-  }
+  check_copy_transfers(plan, ctx, Carrier::copy_engine);
   CHECK(plan.planner.site == PlannerSite::host_cpu);
   CHECK(plan.planner.start == PlannerStart::after_dispatch);
   CHECK(plan.planner.d2h_bytes == static_cast<std::int64_t>(n) * experts * 4);

@@ -11,11 +11,14 @@
 #include <set>
 
 #include "sim/balancers/placement.hpp"
+#include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
 
 namespace {
+
+using test::check_counts_preserved;
 
 TraceRecord record_of(const std::vector<std::vector<std::uint32_t>>& rows, std::uint32_t layer = 0) {
   TraceRecord r;
@@ -49,7 +52,6 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
   REQUIRE_NOTHROW(validate_plan(plan, experts, ctx.gpus_per_node));
-  std::vector<std::int64_t> got(static_cast<std::size_t>(n) * experts, 0);
   std::set<std::pair<int, int>> seen;
   std::map<int, std::set<int>> nodes_of;  // expert -> nodes with a copy
   for (const ExpertInstance& i : plan.instances) {
@@ -58,15 +60,13 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   }
   for (const TokenRoute& r : plan.routes) {
     const ExpertInstance& inst = plan.instances[r.instance];
-    got[static_cast<std::size_t>(r.src_rank) * experts + inst.expert] += r.tokens;
     CHECK(r.tokens > 0);
     CHECK(r.via_gpu == -1);
     CHECK(r.carrier == (r.src_rank == inst.gpu ? Carrier::none : Carrier::ep_backend));
     if (nodes_of[inst.expert].count(r.src_rank / ctx.gpus_per_node))
       CHECK(inst.gpu / ctx.gpus_per_node == r.src_rank / ctx.gpus_per_node);
   }
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) CHECK(got[static_cast<std::size_t>(s) * experts + e] == rec.count(s, e, experts));
+  check_counts_preserved(plan, rec, experts);
   const std::int64_t bytes = ctx.model->expert_weight_bytes();
   for (const Transfer& t : plan.transfers) {
     CHECK(t.carrier == Carrier::ep_backend);

@@ -12,11 +12,14 @@
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/core/input_error.hpp"
+#include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
 
 namespace {
+
+using test::check_counts_preserved;
 
 using test::context_for;
 using test::record_of;
@@ -47,17 +50,14 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
   REQUIRE_NOTHROW(validate_plan(plan, experts, ctx.gpus_per_node));
-  std::vector<std::int64_t> got(static_cast<std::size_t>(n) * experts, 0);
   for (const TokenRoute& r : plan.routes) {
     const ExpertInstance& inst = plan.instances[r.instance];
-    got[static_cast<std::size_t>(r.src_rank) * experts + inst.expert] += r.tokens;
     CHECK(r.tokens > 0);
     CHECK(r.via_gpu == -1);
     CHECK(r.stage == 0);
     CHECK(r.carrier == (r.src_rank == inst.gpu ? Carrier::none : Carrier::ep_backend));
   }
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) CHECK(got[static_cast<std::size_t>(s) * experts + e] == rec.count(s, e, experts));
+  check_counts_preserved(plan, rec, experts);
   std::set<std::pair<int, int>> copies;
   for (std::size_t i = 0; i < plan.instances.size(); ++i) {
     const ExpertInstance& inst = plan.instances[i];

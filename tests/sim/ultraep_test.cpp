@@ -12,11 +12,15 @@
 #include "sim/balancers/static_ep.hpp"
 #include "sim/balancers/ultraep.hpp"
 #include "sim/core/input_error.hpp"
+#include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
 
 namespace {
+
+using test::check_copy_transfers;
+using test::check_counts_preserved;
 
 using test::context_for;
 using test::record_of;
@@ -45,17 +49,14 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
   REQUIRE_NOTHROW(validate_plan(plan, experts, ctx.gpus_per_node));
-  std::vector<std::int64_t> got(static_cast<std::size_t>(n) * experts, 0);
   for (const TokenRoute& r : plan.routes) {
     const ExpertInstance& inst = plan.instances[r.instance];
-    got[static_cast<std::size_t>(r.src_rank) * experts + inst.expert] += r.tokens;
     CHECK(r.tokens > 0);
     CHECK(r.via_gpu == -1);
     CHECK(r.stage == 0);
     CHECK(r.carrier == (r.src_rank == inst.gpu ? Carrier::none : Carrier::ep_backend));
   }
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) CHECK(got[static_cast<std::size_t>(s) * experts + e] == rec.count(s, e, experts));
+  check_counts_preserved(plan, rec, experts);
   for (int e = 0; e < experts; ++e) {
     CHECK(plan.instances[e].expert == e);
     CHECK(plan.instances[e].gpu == home_gpu(e, experts, n, ctx.placement));
@@ -77,19 +78,7 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
     CHECK(plan.gemm_order[g].size() == (replicas[g] > 0 ? 2u : 1u));
   }
   CHECK(plan.transfers.size() == 2 * (plan.instances.size() - experts));
-  for (const Transfer& t : plan.transfers) {
-    const ExpertInstance& inst = plan.instances[t.instance];
-    const int home = home_gpu(inst.expert, experts, n, ctx.placement);
-    CHECK(t.carrier == Carrier::ep_backend);
-    CHECK(t.bytes == ctx.model->expert_weight_bytes());
-    if (t.kind == TransferKind::weights) {
-      CHECK(t.pass == PassKind::forward);
-      CHECK((t.src_gpu == home && t.dst_gpu == inst.gpu));
-    } else {
-      CHECK(t.pass == PassKind::backward);
-      CHECK((t.src_gpu == inst.gpu && t.dst_gpu == home));
-    }
-  }
+  check_copy_transfers(plan, ctx, Carrier::ep_backend);
   CHECK(plan.planner.site == PlannerSite::gpu);
   CHECK(plan.planner.start == PlannerStart::before_dispatch);
 }
