@@ -9,6 +9,7 @@
 #include "hw/calibration/calibration_fit.hpp"
 #include "hw/calibration/hardware_writer.hpp"
 #include "hw/calibration/measurements.hpp"
+#include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
@@ -67,15 +68,7 @@ int calibrate_command(const std::vector<std::string>& args) {
       ("name", po::value(&name), "name: of the written hardware (default: the output file's stem)")
       ("force", po::bool_switch(&force), "replace an existing output file")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
-  po::positional_options_description positional;
-  positional.add("measurements", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
+  if (!parse_command_line(args, options, "measurements", -1)) return 0;
   if (inputs.empty()) throw InputError("command line", "", "missing MEASUREMENTS.yaml (see epsim calibrate --help)");
   if (base_path.empty()) throw InputError("command line", "", "missing --base HARDWARE.yaml (see epsim calibrate --help)");
   if (output.empty()) throw InputError("command line", "", "missing -o OUT.yaml (see epsim calibrate --help)");

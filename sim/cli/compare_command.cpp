@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sim/balancers/placement.hpp"
+#include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/comparison_spec.hpp"
 #include "sim/core/input_error.hpp"
@@ -59,21 +60,12 @@ int compare_command(const std::vector<std::string>& args) {
       ("comparison", po::value(&comparison_path), "comparison YAML file (kind: comparison)")
       ("output,o", po::value(&output_override), "output folder (default: the comparison's `output`)")
       ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
-      ("max-records", po::value(&max_records), "replay at most N records per replay (0 = all; default: the file's)")
+      ("max-records", po::value(&max_records)->notifier(require_non_negative("--max-records")),
+       "replay at most N records per replay (0 = all; default: the file's)")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success (no table, no progress)");
-  po::positional_options_description positional;
-  positional.add("comparison", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
+  if (!parse_command_line(args, options, "comparison")) return 0;
   if (comparison_path.empty())
     throw InputError("command line", "", "missing COMPARISON.yaml (see epsim compare --help)");
-  if (vm.count("max-records") && max_records < 0)
-    throw InputError("command line", "", "--max-records: expected an integer >= 0, got " + std::to_string(max_records));
 
   ComparisonSpec spec = load_comparison(comparison_path);
   if (!output_override.empty()) spec.output_dir = output_override;

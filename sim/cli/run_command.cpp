@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/balancers/placement.hpp"
+#include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
@@ -58,19 +59,13 @@ int run_command(const std::vector<std::string>& args) {
       ("experiment", po::value(&experiment_path), "experiment YAML file")
       ("output,o", po::value(&output_override), "output folder (default: the experiment's `output`)")
       ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
-      ("max-records", po::value(&max_records), "replay at most N records (0 = all; default: the experiment's)")
-      ("timeline-records", po::value(&timeline_records), "records drawn in timeline.json (default: the experiment's)")
+      ("max-records", po::value(&max_records)->notifier(require_non_negative("--max-records")),
+       "replay at most N records (0 = all; default: the experiment's)")
+      ("timeline-records", po::value(&timeline_records)->notifier(require_non_negative("--timeline-records")),
+       "records drawn in timeline.json (default: the experiment's)")
       ("write-plans", po::bool_switch(&write_plans), "also write every Plan to plans.jsonl")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
+  if (!parse_command_line(args, options, "experiment")) return 0;
   if (experiment_path.empty()) throw InputError("command line", "", "missing EXPERIMENT.yaml (see epsim run --help)");
 
   ExperimentSpec spec = load_experiment(experiment_path);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
@@ -34,13 +35,7 @@ int validate_command(const std::vector<std::string>& args) {
       ("output,o", po::value(&output), "output folder")
       ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
+  if (!parse_command_line(args, options)) return 0;
   for (const auto& [value, flag] : {std::pair{&plans_path, "--plans PLANS.jsonl"},
                                     {&measured_path, "--measured MEASURED.json"},
                                     {&hardware_path, "--hardware HW.yaml"},
