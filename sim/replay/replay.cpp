@@ -76,8 +76,12 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
     }
     validate_plan(plan, experts, spec.hardware.gpus_per_node);
     const LayerResult result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
-    const Plan balanced_plan = oracle.plan(record, context);
-    const LayerResult balanced = simulate_layer(spec.hardware, spec.model, balanced_plan, local_tokens, spec.backward);
+    // The oracle's run is the reference for exposed overhead; when the oracle is the balancer, it is
+    // the run just made.
+    const bool is_oracle = spec.balancer.name == "oracle";
+    const LayerResult balanced =
+        is_oracle ? LayerResult{}
+                  : simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward);
 
     MetricsInput in;
     in.record = &record;
@@ -87,7 +91,7 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
     in.home_gpu = &home;
     in.plan = &plan;
     in.result = &result;
-    in.balanced = &balanced;
+    in.balanced = is_oracle ? &result : &balanced;
     const LayerMetrics metrics = compute_layer_metrics(in);
     on_layer(LayerOutcome{header, record, plan, result, metrics});
     ++replayed;
