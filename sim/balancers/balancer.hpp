@@ -20,6 +20,19 @@ struct BalancerContext {
   const HardwareSpec* hardware = nullptr;
 };
 
+/// An empty Plan for `record` made by `balancer` on `num_gpus` GPUs: its identity set and one (empty)
+/// GEMM list per GPU, ready for the balancer to fill.
+inline Plan start_plan(const char* balancer, const TraceRecord& record, int num_gpus) {
+  Plan plan;
+  plan.balancer = balancer;
+  plan.step = record.step;
+  plan.micro_batch = record.micro_batch;
+  plan.layer = record.layer;
+  plan.num_gpus = num_gpus;
+  plan.gemm_order.resize(static_cast<std::size_t>(num_gpus));
+  return plan;
+}
+
 class Balancer {
  public:
   virtual ~Balancer() = default;

@@ -57,16 +57,10 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
   if (static_cast<int>(state.history.size()) > params_.window) state.history.erase(state.history.begin());
   ++state.records_seen;
 
-  Plan plan;
-  plan.balancer = "deepseek_eplb";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("deepseek_eplb", record, n);
   plan.planner.site = PlannerSite::host_cpu;
   plan.planner.start = PlannerStart::before_dispatch;
   plan.planner.duration_ps = replanned ? us_to_ps(params_.planner_time_us) : 0;
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
 
   // Instances: the static placement (instance e = expert e at home) or the P slots in slot order.

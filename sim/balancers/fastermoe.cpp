@@ -19,12 +19,7 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
   std::vector<bool> shadowed(experts, false);
   for (int e : shadowed_experts(options_.policy, record, context)) shadowed[e] = true;
 
-  Plan plan;
-  plan.balancer = "fastermoe";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("fastermoe", record, n);
   plan.exchange_stages = stages;
   // No policy, no all_gather of the counts and nothing to decide: v1's no_shadow_policy is free.
   if (options_.policy != ShadowPolicy::none) {
@@ -88,7 +83,6 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
   }
 
   // Per GPU: C_0 .. C_{n_g-1}, then the shadow computations.
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) {
     for (int j = 0; j < stages; ++j) {
       GemmGroup group{g, {}};

@@ -50,18 +50,12 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
   }
   const std::vector<std::vector<Piece>> pieces = schedule_all_nodes(scheduler_, load, home, n, context.gpus_per_node);
 
-  Plan plan;
-  plan.balancer = "feplb";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("feplb", record, n);
   plan.planner.site = PlannerSite::host_cpu;
   plan.planner.start = PlannerStart::after_dispatch;
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // The whole count matrix as int32 reaches each node's host, as the engine's D2H copy models it.
   plan.planner.d2h_bytes = static_cast<std::int64_t>(n) * experts * 4;
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
   // Instance e is expert e's home copy, as in static EP, so a plan without moves is static EP's.
   for (int e = 0; e < experts; ++e) {

@@ -208,16 +208,10 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   ++state.records_seen;
   const LaerLayout& layout = state.layout.empty() ? static_layout : state.layout;
 
-  Plan plan;
-  plan.balancer = "laer_moe";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("laer_moe", record, n);
   plan.planner.site = PlannerSite::host_cpu;
   plan.planner.start = PlannerStart::before_dispatch;
   plan.planner.duration_ps = replanned ? us_to_ps(params_.planner_time_us) : 0;
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
 
   // One instance per (GPU, expert) with copies, GPU by GPU; copies of one expert on one GPU are one

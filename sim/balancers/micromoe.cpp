@@ -133,16 +133,10 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
   if (context.gpus_per_node <= 0) throw std::logic_error("micromoe: gpus_per_node must be positive");
-  Plan plan;
-  plan.balancer = "micromoe";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("micromoe", record, n);
   plan.planner.site = PlannerSite::host_cpu;
   plan.planner.start = PlannerStart::before_dispatch;
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
   // Instance e is expert e's home copy; the replicas follow in (GPU, slot) order. All weights are
   // resident, so each GPU computes its home experts and its replicas in one grouped GEMM.

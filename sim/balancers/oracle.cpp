@@ -51,13 +51,7 @@ Plan Oracle::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
 
-  Plan plan;
-  plan.balancer = "oracle";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
-  plan.gemm_order.resize(n);
+  Plan plan = start_plan("oracle", record, n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
   for (int e = 0; e < experts; ++e) {
     // Cut the expert's tokens, taken source rank by source rank, into its pieces in order.

@@ -7,13 +7,7 @@ namespace epsim {
 Plan StaticEp::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
-  Plan plan;
-  plan.balancer = "static_ep";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
-  plan.gemm_order.resize(n);
+  Plan plan = start_plan("static_ep", record, n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
   // Instance i is expert i: the plan's instance list is the placement itself.
   for (int e = 0; e < experts; ++e) {

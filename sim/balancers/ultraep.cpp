@@ -197,16 +197,10 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
 
-  Plan plan;
-  plan.balancer = "ultraep";
-  plan.step = record.step;
-  plan.micro_batch = record.micro_batch;
-  plan.layer = record.layer;
-  plan.num_gpus = n;
+  Plan plan = start_plan("ultraep", record, n);
   plan.planner.site = PlannerSite::gpu;
   plan.planner.start = PlannerStart::before_dispatch;
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
-  plan.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
   // Instance e is expert e's master, as in static EP, so a plan without moves is static EP's.
   for (int e = 0; e < experts; ++e) {
