@@ -3,16 +3,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <system_error>
-#include <unistd.h>
 
 #include "sim/config/loaders.hpp"
+#include "sim/core/atomic_file.hpp"
 #include "sim/core/input_error.hpp"
-
-namespace fs = std::filesystem;
 
 namespace epsim {
 namespace {
@@ -215,31 +210,11 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
 }
 
 void write_hardware_file(const std::string& path, const std::string& text, bool force) {
-  std::error_code ec;
-  if (fs::exists(path, ec) && !force)
-    throw InputError(path, "", "output file already exists; pass --force to replace it or choose another output");
-  const fs::path target(path);
-  const fs::path folder = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  if (!fs::is_directory(folder, ec)) throw InputError(path, "", "cannot write: folder '" + folder.string() + "' does not exist");
-  const std::string temp = (folder / ("." + target.filename().string() + ".tmp" + std::to_string(::getpid()))).string();
-  struct Cleanup {
-    std::string file;
-    bool armed = true;
-    ~Cleanup() {
-      std::error_code ignored;
-      if (armed) fs::remove(file, ignored);
-    }
-  } cleanup{temp};
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) throw InputError(temp, "", "cannot write the calibrated hardware file");
-  }
-  load_hardware(temp);  // never leave behind a file epsim cannot read
-  fs::rename(temp, target, ec);
-  if (ec) throw InputError(path, "", "cannot move the finished file into place: " + ec.message());
-  cleanup.armed = false;
+  AtomicFile out(path, force);
+  out.stream() << text;
+  out.stream().flush();
+  load_hardware(out.temp_path());  // never leave behind a file epsim cannot read
+  out.commit();
 }
 
 }  // namespace epsim

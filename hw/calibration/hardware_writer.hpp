@@ -15,9 +15,9 @@ namespace epsim {
 std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string& base_path, const Calibration& cal,
                                      const std::string& name);
 
-/// Writes `text` to `path` atomically (a temporary file beside it, checked with load_hardware, then
-/// renamed over `path`). Throws InputError if `path` exists and `force` is false, or on any I/O error;
-/// a failed write leaves no temporary file behind.
+/// Writes `text` to `path` atomically (an AtomicFile, checked with load_hardware before it is renamed
+/// into place). Throws InputError if `path` exists and `force` is false, or on any I/O error; a failed
+/// write leaves no temporary file behind.
 void write_hardware_file(const std::string& path, const std::string& text, bool force);
 
 }  // namespace epsim

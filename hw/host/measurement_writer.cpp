@@ -3,10 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
+
+#include "sim/core/atomic_file.hpp"
 
 namespace epsim::hw {
 
@@ -101,16 +102,11 @@ void write_measurements(std::ostream& out, const Measurements& m, const std::vec
   }
 }
 
-void write_measurements_file(const std::string& path, const Measurements& m, const std::vector<std::string>& comments) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    write_measurements(out, m, comments);
-    out.flush();
-    if (!out) throw std::runtime_error("error writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+void write_measurements_file(const std::string& path, const Measurements& m, const std::vector<std::string>& comments,
+                             bool replace) {
+  AtomicFile out(path, replace);
+  write_measurements(out.stream(), m, comments);
+  out.commit();
 }
 
 }  // namespace epsim::hw

@@ -13,9 +13,9 @@ namespace epsim::hw {
 
 /// Serialises `m` (file and `where` fields are ignored); `comments` are written as leading `# ` lines.
 void write_measurements(std::ostream& out, const Measurements& m, const std::vector<std::string>& comments = {});
-/// Writes atomically (temporary file beside `path`, then rename); throws std::runtime_error on failure.
+/// Writes atomically (AtomicFile); an existing file is replaced only if `replace`. Throws InputError.
 void write_measurements_file(const std::string& path, const Measurements& m,
-                             const std::vector<std::string>& comments = {});
+                             const std::vector<std::string>& comments = {}, bool replace = false);
 
 /// A YAML double-quoted scalar.
 std::string yaml_quote(const std::string& text);

@@ -1,9 +1,8 @@
 #include "hw/host/timeline_writer.hpp"
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
-#include <stdexcept>
+
+#include "sim/core/atomic_file.hpp"
 
 namespace epsim::hw {
 
@@ -29,15 +28,11 @@ nlohmann::json run_records_to_json(const std::string& gpu_name, const std::vecto
   return {{"format", "epsim-measured-timeline"}, {"version", 1}, {"gpu_name", gpu_name}, {"records", recs}};
 }
 
-void write_run_records(const std::string& path, const std::string& gpu_name, const std::vector<RunRecord>& records) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << run_records_to_json(gpu_name, records).dump(1) << "\n";
-    if (!out) throw std::runtime_error("error writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+void write_run_records(const std::string& path, const std::string& gpu_name, const std::vector<RunRecord>& records,
+                       bool replace) {
+  AtomicFile out(path, replace);
+  out.stream() << run_records_to_json(gpu_name, records).dump(1) << "\n";
+  out.commit();
 }
 
 }  // namespace epsim::hw

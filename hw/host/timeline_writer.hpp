@@ -22,7 +22,8 @@ struct RunRecord {
 std::int64_t ms_to_ps(double ms);
 
 nlohmann::json run_records_to_json(const std::string& gpu_name, const std::vector<RunRecord>& records);
-/// Writes atomically; throws std::runtime_error on failure.
-void write_run_records(const std::string& path, const std::string& gpu_name, const std::vector<RunRecord>& records);
+/// Writes atomically (AtomicFile); an existing file is replaced only if `replace`. Throws InputError.
+void write_run_records(const std::string& path, const std::string& gpu_name, const std::vector<RunRecord>& records,
+                       bool replace = false);
 
 }  // namespace epsim::hw

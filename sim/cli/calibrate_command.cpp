@@ -72,8 +72,9 @@ int calibrate_command(const std::vector<std::string>& args) {
   if (inputs.empty()) throw InputError("command line", "", "missing MEASUREMENTS.yaml (see epsim calibrate --help)");
   if (base_path.empty()) throw InputError("command line", "", "missing --base HARDWARE.yaml (see epsim calibrate --help)");
   if (output.empty()) throw InputError("command line", "", "missing -o OUT.yaml (see epsim calibrate --help)");
+  // Refused before the fitting, not after it: the same check write_hardware_file makes at the end.
   if (!force && std::filesystem::exists(output))
-    throw InputError(output, "", "output file already exists; pass --force to replace it or choose another output");
+    throw InputError(output, "", "the output file already exists; pass --force to replace it or choose another output");
   if (name.empty()) name = std::filesystem::path(output).stem().string();
 
   const HardwareSpec base = load_hardware(base_path);

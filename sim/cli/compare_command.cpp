@@ -3,7 +3,6 @@
 // stdout). Format and columns: docs/compare.md.
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -91,14 +90,8 @@ int compare_command(const std::vector<std::string>& args) {
   apply_reductions(rows, spec.baseline);
 
   const std::string markdown = markdown_document(spec, rows);
-  std::ofstream csv(folder.path("comparison.csv"), std::ios::binary);
-  csv << comparison_csv(rows);
-  std::ofstream md(folder.path("comparison.md"), std::ios::binary);
-  md << markdown;
-  for (std::ofstream* f : {&csv, &md}) {
-    f->close();
-    if (!*f) throw InputError(spec.output_dir, "", "error while writing results");
-  }
+  folder.open("comparison.csv") << comparison_csv(rows);
+  folder.open("comparison.md") << markdown;
   folder.commit();
   if (!quiet) std::cout << markdown << "\n  outputs: " << spec.output_dir << "/{comparison.csv,comparison.md}\n";
   return 0;

@@ -6,6 +6,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/core/signal_cleanup.hpp"
 
 namespace {
 
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
   }
+  // Ctrl-C, kill or a closed terminal remove what a run was writing; a full disk or a file-size limit
+  // is a reported write error, not a silent truncation.
+  epsim::SignalCleanup::install();
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {

@@ -1,7 +1,6 @@
 // epsim run EXPERIMENT.yaml: replays the experiment's trace and writes metrics.csv, gpus.csv,
 // timeline.json and summary.txt into the output folder, printing the summary on stdout.
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -74,11 +73,10 @@ int run_command(const std::vector<std::string>& args) {
   if (timeline_records >= 0) spec.timeline_records = timeline_records;
 
   OutputFolder folder(spec.output_dir, overwrite);
-  std::ofstream metrics_csv(folder.path("metrics.csv"));
-  std::ofstream gpus_csv(folder.path("gpus.csv"));
-  std::ofstream plans;
-  if (write_plans) plans.open(folder.path("plans.jsonl"));
-  PerfettoWriter timeline(folder.path("timeline.json"), spec.ep_degree, spec.hardware.gpus_per_node);
+  std::ostream& metrics_csv = folder.open("metrics.csv");
+  std::ostream& gpus_csv = folder.open("gpus.csv");
+  std::ostream* plans = write_plans ? &folder.open("plans.jsonl") : nullptr;
+  PerfettoWriter timeline(folder.open("timeline.json"), spec.ep_degree, spec.hardware.gpus_per_node);
   metrics_csv << "balancer," << join(layer_metric_names()) << "\n";
   gpus_csv << "step,micro_batch,layer,gpu,node,tokens,gemm_fwd_us,gemm_finish_fwd_us,compute_util,"
               "nvlink_out_util,nic_out_util,copy_engine_util\n";
@@ -95,7 +93,7 @@ int run_command(const std::vector<std::string>& args) {
     }
     metrics_csv << spec.balancer.name << "," << join(layer_metric_values(o.metrics)) << "\n";
     write_gpu_rows(gpus_csv, o, spec.hardware.gpus_per_node);
-    if (write_plans) plans << plan_to_json(o.plan).dump() << "\n";
+    if (plans) *plans << plan_to_json(o.plan).dump() << "\n";
     if (drawn < static_cast<std::size_t>(spec.timeline_records)) {
       timeline.add(o.result.timeline, timeline_offset_ps,
                    "step " + std::to_string(o.record.step) + " mb " + std::to_string(o.record.micro_batch) +
@@ -121,14 +119,10 @@ int run_command(const std::vector<std::string>& args) {
        << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n\n";
   summary.print(text);
   // summary.txt holds only what the inputs determine, so equal inputs give equal files wherever they go.
-  std::ofstream(folder.path("summary.txt")) << text.str();
+  folder.open("summary.txt") << text.str();
   text << "\n  outputs: " << spec.output_dir << "/{metrics.csv,gpus.csv,timeline.json,summary.txt"
        << (write_plans ? ",plans.jsonl" : "") << "}\n";
 
-  for (std::ofstream* f : {&metrics_csv, &gpus_csv}) {
-    f->close();
-    if (!*f) throw InputError(spec.output_dir, "", "error while writing results");
-  }
   folder.commit();
   if (!quiet) std::cout << text.str();
   return 0;

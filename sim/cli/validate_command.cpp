@@ -2,7 +2,6 @@
 // compares the simulator's predictions of the plans with their measured timelines and writes
 // tasks.csv, layers.csv, unmatched.csv and summary.md (docs/validation.md), printing the summary.
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -52,11 +51,9 @@ int validate_command(const std::vector<std::string>& args) {
   const ValidationReport report =
       validate_measurements(plans, measured, hw, model, backward, plans_path, measured_path);
 
-  std::ofstream tasks(folder.path("tasks.csv")), layers(folder.path("layers.csv")),
-      unmatched(folder.path("unmatched.csv"));
-  write_tasks_csv(tasks, report);
-  write_layers_csv(layers, report);
-  write_unmatched_csv(unmatched, report);
+  write_tasks_csv(folder.open("tasks.csv"), report);
+  write_layers_csv(folder.open("layers.csv"), report);
+  write_unmatched_csv(folder.open("unmatched.csv"), report);
   std::ostringstream summary;
   write_summary_md(summary, report,
                    {"plans: " + plans_path + " (" + std::to_string(plans.size()) +
@@ -64,12 +61,7 @@ int validate_command(const std::vector<std::string>& args) {
                     "measured: " + measured_path, "hardware: " + hw.name + " (" + hardware_path + ")",
                     "model: " + model.name + " (" + model_path + ")",
                     std::string("backward: ") + (backward ? "simulated" : "not simulated")});
-  std::ofstream md(folder.path("summary.md"));
-  md << summary.str();
-  for (std::ofstream* f : {&tasks, &layers, &unmatched, &md}) {
-    f->close();
-    if (!*f) throw InputError(output, "", "error while writing results");
-  }
+  folder.open("summary.md") << summary.str();
   folder.commit();
   if (!quiet)
     std::cout << summary.str() << "\n  outputs: " << output << "/{tasks.csv,layers.csv,unmatched.csv,summary.md}\n";

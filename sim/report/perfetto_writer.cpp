@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include "sim/core/input_error.hpp"
-
 namespace epsim {
 
 namespace {
@@ -22,9 +20,7 @@ bool is_flow(Track t) { return t == Track::nvlink_out || t == Track::nic_out; }
 
 }  // namespace
 
-PerfettoWriter::PerfettoWriter(const std::string& path, int num_gpus, int gpus_per_node)
-    : out_(path), path_(path) {
-  if (!out_) throw InputError(path, "", "cannot write timeline");
+PerfettoWriter::PerfettoWriter(std::ostream& out, int num_gpus, int gpus_per_node) : out_(out) {
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   for (int g = 0; g < num_gpus; ++g) {
     emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(g) +
@@ -67,8 +63,6 @@ void PerfettoWriter::add(const Timeline& timeline, Time_ps offset_ps, const std:
 
 void PerfettoWriter::close() {
   out_ << "\n]}\n";
-  out_.close();
-  if (!out_) throw InputError(path_, "", "error while writing timeline");
 }
 
 }  // namespace epsim

@@ -2,10 +2,10 @@
 // open. One process per GPU ("gpu 3 (node 0)"), one thread per resource track (compute, comm kernel,
 // copy engine, NVLink out, NIC out, host CPU). Kernels and copies are complete events; flows may
 // overlap on a link, so they are async events, which Perfetto draws on rows of their own. Events are
-// streamed to the file as timelines are added; times are microseconds with picosecond decimals.
+// streamed to the output as timelines are added; times are microseconds with picosecond decimals.
 #pragma once
 
-#include <fstream>
+#include <ostream>
 #include <string>
 
 #include "sim/replay/timeline.hpp"
@@ -14,17 +14,17 @@ namespace epsim {
 
 class PerfettoWriter {
  public:
-  PerfettoWriter(const std::string& path, int num_gpus, int gpus_per_node);
+  /// Writes to `out` (an output folder's checked file), which must outlive the writer.
+  PerfettoWriter(std::ostream& out, int num_gpus, int gpus_per_node);
   /// Appends `timeline` shifted by `offset_ps`, its events tagged with `label` (e.g. "mb 0 layer 3").
   void add(const Timeline& timeline, Time_ps offset_ps, const std::string& label);
-  /// Closes the JSON array.
+  /// Closes the JSON array; the stream's owner closes the file.
   void close();
 
  private:
   void emit(const std::string& event_json);
 
-  std::ofstream out_;
-  std::string path_;
+  std::ostream& out_;
   bool first_ = true;
   long long next_async_id_ = 1;
 };

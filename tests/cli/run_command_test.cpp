@@ -41,7 +41,7 @@ TEST_CASE("epsim run writes metrics, per-GPU rows, a timeline and a summary") {
   REQUIRE(r.status == 0);
   CHECK(r.out.find("token straggler ratio") != std::string::npos);
   for (const char* f : {"metrics.csv", "gpus.csv", "timeline.json", "summary.txt"}) CHECK(fs::exists(dir / "out" / f));
-  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  CHECK(leftovers(dir).empty());
   // 3 records: a header and 3 rows; 16 GPU rows per record.
   std::istringstream metrics(read_file(dir / "out/metrics.csv"));
   std::string line;
@@ -81,7 +81,7 @@ TEST_CASE("an existing output folder is never replaced without --overwrite") {
   CHECK(r.err.find("out") != std::string::npos);
   CHECK(r.err.find("--overwrite") != std::string::npos);
   CHECK(read_file(dir / "out/notes.txt") == "mine");
-  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  CHECK(leftovers(dir).empty());
 }
 
 TEST_CASE("a truncated trace is one clear error and leaves no output") {
@@ -96,7 +96,7 @@ TEST_CASE("a truncated trace is one clear error and leaves no output") {
   CHECK(r.err.find("cut.eptrace") != std::string::npos);
   CHECK(r.err.find("truncated") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "out"));
-  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  CHECK(leftovers(dir).empty());
 }
 
 TEST_CASE("a YAML typo names the file, the line and the key") {
@@ -178,5 +178,5 @@ TEST_CASE("a balancer parameter that cannot fit the cluster is a clear input err
   CHECK(r.err.find("exp.yaml:") != std::string::npos);
   CHECK(r.err.find("laer_moe") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "out"));
-  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  CHECK(leftovers(dir).empty());
 }

@@ -252,7 +252,7 @@ TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
         std::string::npos);
   const std::string csv = read_file(dir / "out/comparison.csv");
   const std::string md = read_file(dir / "out/comparison.md");
-  CHECK_FALSE(fs::exists(dir / "out.partial"));
+  CHECK(epsim::test::leftovers(dir).empty());
   CHECK(r.out.find(md) == 0);  // stdout: the Markdown document, then where the outputs are
   std::istringstream lines(csv);
   std::string line;

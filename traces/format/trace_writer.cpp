@@ -1,10 +1,5 @@
 #include "traces/format/trace_writer.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <system_error>
-
 #include "sim/core/input_error.hpp"
 #include "traces/format/byte_codec.hpp"
 #include "traces/format/trace_check.hpp"
@@ -12,20 +7,14 @@
 
 namespace epsim {
 
-namespace fs = std::filesystem;
 namespace L = trace_layout;
 using namespace trace_bytes;
 
 TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header, bool overwrite)
-    : path_(path), partial_path_(path + ".partial"), header_(header) {
+    : path_(path), header_(header) {
   const std::string problem = check_trace_header(header);
   if (!problem.empty()) throw InputError(path, "header", problem);
-  std::error_code ec;
-  if (fs::exists(path, ec) && !overwrite)
-    throw InputError(path, "", "the output file exists already; pass --force to replace it");
-  if (fs::is_directory(path, ec)) throw InputError(path, "", "the output path is a directory");
-  out_.open(partial_path_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw InputError(partial_path_, "", std::string("cannot create the output file: ") + std::strerror(errno));
+  out_ = std::make_unique<AtomicFile>(path, overwrite);
 
   bytes_.clear();
   bytes_.insert(bytes_.end(), L::kMagic, L::kMagic + 8);
@@ -43,16 +32,11 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header, boo
   write_bytes(bytes_.data(), bytes_.size());
 }
 
-TraceWriter::~TraceWriter() {
-  if (closed_) return;
-  if (out_.is_open()) out_.close();
-  std::error_code ec;
-  fs::remove(partial_path_, ec);  // never throws; a leftover partial file is harmless if this fails
-}
+TraceWriter::~TraceWriter() = default;  // an uncommitted AtomicFile removes its temporary file
 
 void TraceWriter::write_bytes(const std::uint8_t* data, std::size_t n) {
-  out_.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
-  if (!out_) throw InputError(partial_path_, "", std::string("write failed: ") + std::strerror(errno));
+  // A failed write throws InputError naming path_ out of the checked stream.
+  out_->stream().write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
 }
 
 void TraceWriter::write(const TraceRecord& record) {
@@ -97,12 +81,7 @@ void TraceWriter::close() {
   put_u64(bytes_, records_written_);
   put_u64(bytes_, fnv1a64(bytes_.data(), bytes_.size()));
   write_bytes(bytes_.data(), bytes_.size());
-  out_.flush();
-  out_.close();
-  if (!out_) throw InputError(partial_path_, "", std::string("closing failed: ") + std::strerror(errno));
-  std::error_code ec;
-  fs::rename(partial_path_, path_, ec);
-  if (ec) throw InputError(path_, "", "cannot rename " + partial_path_ + " into place: " + ec.message());
+  out_->commit();
   closed_ = true;
 }
 

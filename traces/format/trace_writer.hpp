@@ -1,13 +1,14 @@
-// Writer of the binary trace format. It writes to "PATH.partial" and renames to PATH only in
-// close(), so an interrupted or failed write never leaves a half trace under the final name, and it
-// refuses to replace an existing file unless asked to.
+// Writer of the binary trace format. It writes through an AtomicFile (a hidden temporary file beside
+// PATH, renamed into place only by close()), so an interrupted or failed write never leaves a half
+// trace under the final name, and it refuses to replace an existing file unless asked to.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/core/atomic_file.hpp"
 #include "traces/format/trace_types.hpp"
 
 namespace epsim {
@@ -16,7 +17,7 @@ class TraceWriter {
  public:
   /// Throws InputError if `path` exists and !overwrite, or if the header is inconsistent.
   TraceWriter(const std::string& path, const TraceHeader& header, bool overwrite = false);
-  /// Removes the partial file if close() was not reached.
+  /// Removes the temporary file if close() was not reached.
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -28,9 +29,8 @@ class TraceWriter {
 
  private:
   std::string path_;
-  std::string partial_path_;  ///< path_ + ".partial"
   TraceHeader header_;
-  std::ofstream out_;
+  std::unique_ptr<AtomicFile> out_;
   std::vector<std::uint8_t> bytes_;     ///< one encoded record, reused
   std::vector<std::uint32_t> scratch_;  ///< for the token histogram check
   std::uint64_t records_written_ = 0;
