@@ -1,5 +1,7 @@
 // epsim-hw bench contention: a grouped GEMM alone vs while a Copy Engine copy loop streams on another
 // stream (memory-bound small-M and compute-bound large-M sizes); reports both medians and the copy rate.
+// Unless --no-verify, the copies' destination is cleared before each point and checked against the
+// source's pattern afterwards (sampled checksum).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +27,9 @@ int bench_contention(const HwArgs& a) {
   const auto copy_sizes = parse_sizes(a.text("copy-bytes", "256M"));
   if (copy_sizes.size() != 1) throw std::invalid_argument("--copy-bytes takes one size");
   const std::size_t copy_bytes = static_cast<std::size_t>(copy_sizes[0]);
+  const bool verify = !a.flags.count("no-verify");
+  constexpr std::uint64_t kCopySeed = 0xC0C0E5ull;
+  ExpectedChecksums expected;
 
   const int max_e = static_cast<int>(*std::max_element(experts.begin(), experts.end()));
   const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
@@ -44,7 +49,8 @@ int bench_contention(const HwArgs& a) {
     GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
     SpinGate gate;
     DeviceBuffer src(copy_bytes), dst(copy_bytes);
-    CUDA_CHECK(cudaMemset(src.get(), 1, copy_bytes));
+    fill_pattern(src.get(), copy_bytes / 4, kCopySeed, cs);
+    CUDA_CHECK(cudaStreamSynchronize(cs));
     // One copy's time, to size the loop.
     double copy_us = 0;
     {
@@ -69,6 +75,7 @@ int bench_contention(const HwArgs& a) {
         cudaEvent_t copy_origin;
         CUDA_CHECK(cudaEventCreate(&copy_origin));
         std::vector<EventPair> gev(static_cast<std::size_t>(reps));
+        if (verify) CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, copy_bytes, cs));  // before the copy origin
         gate.hold(s);
         CUDA_CHECK(cudaEventRecord(copy_origin, cs));
         for (int i = 0; i < copies; ++i) {
@@ -109,8 +116,13 @@ int bench_contention(const HwArgs& a) {
           gbps = copies * static_cast<double>(copy_bytes) / (total * 1e6);
           comments.push_back("tokens " + std::to_string(t) + ": fewer than 2 copies inside the GEMM window; copy_GBps is the loop average");
         }
-        for (auto& ev : copy_end) cudaEventDestroy(ev);
-        cudaEventDestroy(copy_origin);
+        for (auto& ev : copy_end) CUDA_CHECK(cudaEventDestroy(ev));
+        CUDA_CHECK(cudaEventDestroy(copy_origin));
+        if (verify)
+          verify_pattern_copy(dst.get(), copy_bytes, kCopySeed,
+                              "copy loop beside the GEMM (experts " + std::to_string(e) + ", tokens " +
+                                  std::to_string(t) + ", " + std::to_string(copy_bytes) + " B per copy)",
+                              cs, expected);
         GemmWithCopyPoint p;
         p.shape = {static_cast<int>(e), t, hidden, ffn, matrices, 2};
         p.gemm_us = alone;

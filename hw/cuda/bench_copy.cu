@@ -1,5 +1,8 @@
 // epsim-hw bench copy: Copy Engine copies (local D2D, to peers, H2D and D2H from pinned memory) and an
-// SM copy kernel, time vs size; plus head-of-line blocking of a small copy behind a large one.
+// SM copy kernel, time vs size; plus head-of-line blocking of a small copy behind a large one. The
+// source holds a known pattern; unless --no-verify, each point's destination is cleared before its last
+// trial and checked against the pattern afterwards (sampled checksum), so the timed copies are shown
+// to have moved the data.
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
@@ -16,10 +19,12 @@ namespace {
 
 const char* kDefaultSizes = "4K,16K,64K,256K,1M,4M,16M,64M,256M,1G";
 
+constexpr std::uint64_t kCopySeed = 0xC0B1E5ull;
+
 class HostBuffer {
  public:
   explicit HostBuffer(std::size_t bytes) { CUDA_CHECK(cudaMallocHost(&p_, bytes)); }
-  ~HostBuffer() { cudaFreeHost(p_); }
+  ~HostBuffer() { CUDA_CHECK_CLEANUP(cudaFreeHost(p_)); }
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   void* get() const { return p_; }
@@ -29,14 +34,19 @@ class HostBuffer {
 };
 
 /// Per-copy times (us) of `reps` copies enqueued back to back behind the gate, each between its own
-/// event pair, over `trials` gated batches: the median over all of them.
+/// event pair, over `trials` gated batches: the median over all of them. `clear` (when set) runs before
+/// the last batch, outside the timed region, so that a check afterwards sees only the timed copies' data.
 double time_copies(const std::function<void(cudaStream_t)>& copy, int reps, int trials, cudaStream_t s,
-                   SpinGate& gate, bool& timed_out) {
+                   SpinGate& gate, bool& timed_out, const std::function<void(cudaStream_t)>& clear) {
   copy(s);  // warm-up
   CUDA_CHECK(cudaStreamSynchronize(s));
   std::vector<double> times;
   for (int t = 0; t < trials; ++t) {
     std::vector<EventPair> ev(static_cast<std::size_t>(reps));
+    if (clear && t + 1 == trials) {
+      clear(s);
+      CUDA_CHECK(cudaStreamSynchronize(s));
+    }
     gate.hold(s);
     for (int i = 0; i < reps; ++i) {
       ev[i].start(s);
@@ -68,6 +78,7 @@ int bench_copy(const HwArgs& a) {
   const int trials = static_cast<int>(a.integer("trials", 5, 1, 1000));
   const auto sm_blocks = a.integers("sm-blocks", {1, 2, 4}, 1, 64);
   const std::string kinds = a.text("kinds", "ce_local,ce_peer,h2d,d2h,sm_copy");
+  const bool verify = !a.flags.count("no-verify");
   {
     std::stringstream ss(kinds);
     std::string item;
@@ -85,6 +96,9 @@ int bench_copy(const HwArgs& a) {
       "spin kernel (enqueue cost excluded), median over " + std::to_string(trials) + " trials x " +
           std::to_string(reps) + " copies; CE copies are cudaMemcpyAsync / cudaMemcpyPeerAsync,",
       "host buffers pinned (cudaMallocHost); sm_copy = 16 B/thread vectorised kernel, 512 threads/block"};
+  if (verify)
+    comments.push_back("each point's destination cleared before its last trial and checked against the source's pattern");
+  ExpectedChecksums expected;
   cudaStream_t s, s2;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
@@ -92,8 +106,19 @@ int bench_copy(const HwArgs& a) {
   bool timed_out = false;
   {
     DeviceBuffer src(max_bytes), dst(max_bytes);
-    CUDA_CHECK(cudaMemset(src.get(), 1, max_bytes));
-    CUDA_CHECK(cudaMemset(dst.get(), 0, max_bytes));
+    fill_pattern(src.get(), max_bytes / 4, kCopySeed, s);
+    CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, max_bytes, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    // Clears the first `b` bytes of the device destination before a point's last trial.
+    auto clear_dst = [&](std::int64_t b) -> std::function<void(cudaStream_t)> {
+      if (!verify) return {};
+      return [&dst, b](cudaStream_t st) { CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, static_cast<std::size_t>(b), st)); };
+    };
+    auto check_dst = [&](const char* kind, std::int64_t b) {
+      if (verify)
+        verify_pattern_copy(dst.get(), static_cast<std::uint64_t>(b), kCopySeed,
+                            std::string("copy ") + kind + " of " + std::to_string(b) + " B", s, expected);
+    };
     auto add = [&](CopyKind kind, std::int64_t bytes, double us, const std::string& note) {
       CopyPoint p;
       p.kind = kind;
@@ -106,11 +131,13 @@ int bench_copy(const HwArgs& a) {
       std::fflush(stdout);
     };
     if (wanted(kinds, "ce_local"))
-      for (auto b : sizes)
+      for (auto b : sizes) {
         add(CopyKind::ce_local, b,
             time_copies([&](cudaStream_t st) {
               CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), static_cast<std::size_t>(b), cudaMemcpyDeviceToDevice, st));
-            }, reps, trials, s, gate, timed_out), "");
+            }, reps, trials, s, gate, timed_out, clear_dst(b)), "");
+        check_dst("ce_local", b);
+      }
     if (wanted(kinds, "sm_copy")) {
       const int sms = sm_count(device);
       // The file has one sm_copy series; the largest grid is written there, the others as comments.
@@ -119,7 +146,8 @@ int bench_copy(const HwArgs& a) {
         for (auto b : sizes) {
           const int blocks = static_cast<int>(k) * sms;
           const double us = time_copies([&](cudaStream_t st) { sm_copy(dst.get(), src.get(), static_cast<std::size_t>(b), blocks, st); },
-                                        reps, trials, s, gate, timed_out);
+                                        reps, trials, s, gate, timed_out, clear_dst(b));
+          check_dst("sm_copy", b);
           if (k == best_k) {
             add(CopyKind::sm_copy, b, us, "(grid " + std::to_string(blocks) + ")");
           } else {
@@ -131,19 +159,30 @@ int bench_copy(const HwArgs& a) {
     }
     if (wanted(kinds, "h2d") || wanted(kinds, "d2h")) {
       HostBuffer host(max_bytes);
-      std::memset(host.get(), 1, max_bytes);
+      // The host buffer gets the source's pattern (the H2D copies' source).
+      CUDA_CHECK(cudaMemcpyAsync(host.get(), src.get(), max_bytes, cudaMemcpyDeviceToHost, s));
+      CUDA_CHECK(cudaStreamSynchronize(s));
       if (wanted(kinds, "h2d"))
-        for (auto b : sizes)
+        for (auto b : sizes) {
           add(CopyKind::h2d, b,
               time_copies([&](cudaStream_t st) {
                 CUDA_CHECK(cudaMemcpyAsync(dst.get(), host.get(), static_cast<std::size_t>(b), cudaMemcpyHostToDevice, st));
-              }, reps, trials, s, gate, timed_out), "");
+              }, reps, trials, s, gate, timed_out, clear_dst(b)), "");
+          check_dst("h2d", b);
+        }
       if (wanted(kinds, "d2h"))
-        for (auto b : sizes)
+        for (auto b : sizes) {
+          std::function<void(cudaStream_t)> clear_host;
+          if (verify)  // the stream is idle when clear runs, so the host may write the buffer
+            clear_host = [&host, b](cudaStream_t) { std::memset(host.get(), 0, static_cast<std::size_t>(b)); };
           add(CopyKind::d2h, b,
               time_copies([&](cudaStream_t st) {
                 CUDA_CHECK(cudaMemcpyAsync(host.get(), src.get(), static_cast<std::size_t>(b), cudaMemcpyDeviceToHost, st));
-              }, reps, trials, s, gate, timed_out), "");
+              }, reps, trials, s, gate, timed_out, clear_host), "");
+          if (verify)
+            verify_pattern_copy_host(host.get(), static_cast<std::uint64_t>(b), kCopySeed,
+                                     "copy d2h of " + std::to_string(b) + " B", expected);
+        }
     }
     if (wanted(kinds, "ce_peer")) {
       int count = 0;
@@ -160,17 +199,33 @@ int bench_copy(const HwArgs& a) {
         std::printf("ce_peer skipped: no peer-accessible GPU\n");
       } else {
         const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(e);
-        cudaGetLastError();
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+          (void)cudaGetLastError();  // benign; clear it so that the next launch check does not report it
+        else
+          CUDA_CHECK(e);
         CUDA_CHECK(cudaSetDevice(peer));
         DeviceBuffer remote(max_bytes);
         CUDA_CHECK(cudaSetDevice(device));
         comments.push_back("ce_peer: device " + std::to_string(device) + " -> device " + std::to_string(peer));
-        for (auto b : sizes)
+        for (auto b : sizes) {
+          std::function<void(cudaStream_t)> clear_remote;
+          if (verify)
+            clear_remote = [&remote, b, peer, device](cudaStream_t) {  // cleared on its own device
+              CUDA_CHECK(cudaSetDevice(peer));
+              CUDA_CHECK(cudaMemset(remote.get(), 0, static_cast<std::size_t>(b)));
+              CUDA_CHECK(cudaDeviceSynchronize());
+              CUDA_CHECK(cudaSetDevice(device));
+            };
           add(CopyKind::ce_peer, b,
               time_copies([&](cudaStream_t st) {
                 CUDA_CHECK(cudaMemcpyPeerAsync(remote.get(), peer, src.get(), device, static_cast<std::size_t>(b), st));
-              }, reps, trials, s, gate, timed_out), "");
+              }, reps, trials, s, gate, timed_out, clear_remote), "");
+          // The checksum kernel runs on `device` and reads the peer's memory through peer access.
+          if (verify)
+            verify_pattern_copy(remote.get(), static_cast<std::uint64_t>(b), kCopySeed,
+                                "copy ce_peer of " + std::to_string(b) + " B to device " + std::to_string(peer), s,
+                                expected);
+        }
       }
     }
 
@@ -209,10 +264,10 @@ int bench_copy(const HwArgs& a) {
         CUDA_CHECK(cudaEventElapsedTime(&ms_small, s_start, small_end));
         alone.push_back(ms_small * 1000.0);
       }
-      cudaEventDestroy(origin);
-      cudaEventDestroy(big_end);
-      cudaEventDestroy(small_end);
-      cudaEventDestroy(s_start);
+      CUDA_CHECK(cudaEventDestroy(origin));
+      CUDA_CHECK(cudaEventDestroy(big_end));
+      CUDA_CHECK(cudaEventDestroy(small_end));
+      CUDA_CHECK(cudaEventDestroy(s_start));
       std::ostringstream o;
       o << "head-of-line (ce_local): " << small << " B copy on a second stream, enqueued after a " << big
         << " B copy: completes " << format_number(median(behind)) << " us after release (large copy ends at "

@@ -3,22 +3,102 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <exception>
 
 #include "hw/host/checksum.hpp"
 
 namespace epsim::hw {
 
-void cuda_check(cudaError_t err, const char* what, const char* file, int line) {
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " +
-                             cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+bool is_asynchronous_error(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
 }
 
-void cublas_check(cublasStatus_t st, const char* what, const char* file, int line) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": cuBLAS status " +
-                             std::to_string(static_cast<int>(st)));
+void throw_cuda_failure(cudaError_t err, const char* call, const char* file, int line) {
+  ApiFailure f;
+  f.api = "CUDA";
+  f.call = call;
+  f.error_name = cudaGetErrorName(err);
+  f.error_text = cudaGetErrorString(err);
+  f.file = file;
+  f.line = line;
+  f.asynchronous = is_asynchronous_error(err);
+  throw ApiError(std::move(f));
 }
+
+void cuda_launch_check(const char* kernel, const char* file, int line) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw_cuda_failure(err, (std::string("launch of ") + kernel).c_str(), file, line);
+}
+
+void cuda_check_cleanup(cudaError_t err, const char* call, const char* file, int line) noexcept {
+  if (err == cudaSuccess || std::uncaught_exceptions() > 0) return;
+  std::fprintf(stderr, "epsim-hw: warning: %s:%d: CUDA call %s failed during clean-up: %s (%s)\n",
+               repository_relative(file).c_str(), line, call, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+void cublas_check_cleanup(cublasStatus_t st, const char* call, const char* file, int line) noexcept {
+  if (st == CUBLAS_STATUS_SUCCESS || std::uncaught_exceptions() > 0) return;
+  std::fprintf(stderr, "epsim-hw: warning: %s:%d: cuBLAS call %s failed during clean-up: %s (%s)\n",
+               repository_relative(file).c_str(), line, call, cublasGetStatusName(st), cublasGetStatusString(st));
+}
+
+void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
+  if (st == CUBLAS_STATUS_SUCCESS) return;
+  ApiFailure f;
+  f.api = "cuBLAS";
+  f.call = call;
+  f.error_name = cublasGetStatusName(st);
+  f.error_text = cublasGetStatusString(st);
+  f.file = file;
+  f.line = line;
+  // CUBLAS_STATUS_EXECUTION_FAILED: the GPU program failed to launch or run; the CUDA error behind it
+  // is the one the next synchronisation reports.
+  f.asynchronous = st == CUBLAS_STATUS_EXECUTION_FAILED;
+  throw ApiError(std::move(f));
+}
+
+#if defined(EPSIM_HAVE_NCCL)
+const char* nccl_result_name(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "ncclResult (unknown value)";
+  }
+}
+
+void nccl_check(ncclResult_t r, const char* call, const char* file, int line, bool in_progress_ok) {
+  if (r == ncclSuccess || (in_progress_ok && r == ncclInProgress)) return;
+  ApiFailure f;
+  f.api = "NCCL";
+  f.call = call;
+  f.error_name = nccl_result_name(r);
+  f.error_text = ncclGetErrorString(r);
+  f.file = file;
+  f.line = line;
+  if (const char* last = ncclGetLastError(nullptr)) f.detail = last;
+  throw ApiError(std::move(f));
+}
+#endif
 
 namespace {
 
@@ -51,11 +131,14 @@ __global__ void fill_bf16_kernel(std::uint16_t* dst, std::uint64_t n, std::uint6
   }
 }
 
-__global__ void checksum_kernel(const std::uint32_t* src, std::uint64_t words, unsigned long long* out) {
+__global__ void checksum_kernel(const std::uint32_t* src, ChecksumSample sample, unsigned long long* out) {
   unsigned long long sum = 0;
-  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < words;
-       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+  const std::uint64_t covered = sample.covered_words();
+  for (std::uint64_t c = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; c < covered;
+       c += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t i = sample.word_index(c);
     sum += checksum_term(src[i], i);
+  }
   atomicAdd(out, sum);
 }
 
@@ -114,11 +197,11 @@ SpinGate::SpinGate() {
 
 SpinGate::~SpinGate() {
   if (flag_) {
-    *flag_ = 1;
-    cudaDeviceSynchronize();
-    cudaFreeHost(const_cast<int*>(flag_));
+    *flag_ = 1;  // lets any spin kernel still waiting go before the flag's memory is freed
+    CUDA_CHECK_CLEANUP(cudaDeviceSynchronize());
+    CUDA_CHECK_CLEANUP(cudaFreeHost(const_cast<int*>(flag_)));
   }
-  if (timeout_) cudaFreeHost(const_cast<int*>(timeout_));
+  if (timeout_) CUDA_CHECK_CLEANUP(cudaFreeHost(const_cast<int*>(timeout_)));
 }
 
 void SpinGate::hold(cudaStream_t stream, double timeout_ms) {
@@ -129,7 +212,7 @@ void SpinGate::hold(cudaStream_t stream, double timeout_ms) {
   CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
   const long long cycles = static_cast<long long>(timeout_ms * (khz > 0 ? khz : 2000000));
   spin_kernel<<<1, 1, 0, stream>>>(flag_device_, timeout_device_, cycles);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK_LAUNCH("spin_kernel");
 }
 
 void SpinGate::release() {
@@ -144,8 +227,8 @@ EventPair::EventPair() {
 }
 
 EventPair::~EventPair() {
-  cudaEventDestroy(a_);
-  cudaEventDestroy(b_);
+  CUDA_CHECK_CLEANUP(cudaEventDestroy(a_));
+  CUDA_CHECK_CLEANUP(cudaEventDestroy(b_));
 }
 
 float EventPair::elapsed_ms() const {
@@ -159,12 +242,12 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) : n_(bytes) {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (p_) cudaFree(p_);
+  if (p_) CUDA_CHECK_CLEANUP(cudaFree(p_));
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFree(p_);
+    if (p_) CUDA_CHECK_CLEANUP(cudaFree(p_));
     p_ = o.p_;
     n_ = o.n_;
     o.p_ = nullptr;
@@ -176,27 +259,46 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void fill_pattern(void* dst, std::uint64_t words, std::uint64_t seed, cudaStream_t s) {
   if (words == 0) return;
   fill_pattern_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint32_t*>(dst), words, seed);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK_LAUNCH("fill_pattern_kernel");
 }
 
 void fill_bf16(void* dst, std::uint64_t elements, std::uint64_t seed, cudaStream_t s) {
   if (elements == 0) return;
   fill_bf16_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(dst), elements, seed);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK_LAUNCH("fill_bf16_kernel");
 }
 
-std::uint64_t device_checksum(const void* src, std::uint64_t words, cudaStream_t s) {
+std::uint64_t device_checksum(const void* src, const ChecksumSample& sample, cudaStream_t s) {
   DeviceBuffer sum(sizeof(unsigned long long));
   CUDA_CHECK(cudaMemsetAsync(sum.get(), 0, sizeof(unsigned long long), s));
-  if (words > 0) {
-    checksum_kernel<<<1024, 256, 0, s>>>(static_cast<const std::uint32_t*>(src), words,
+  if (sample.covered_words() > 0) {
+    // At most kChecksumMaxWords words are read (4 MiB): microseconds on an H100.
+    checksum_kernel<<<1024, 256, 0, s>>>(static_cast<const std::uint32_t*>(src), sample,
                                          static_cast<unsigned long long*>(sum.get()));
-    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK_LAUNCH("checksum_kernel");
   }
   unsigned long long host = 0;
   CUDA_CHECK(cudaMemcpyAsync(&host, sum.get(), sizeof host, cudaMemcpyDeviceToHost, s));
   CUDA_CHECK(cudaStreamSynchronize(s));
   return host;
+}
+
+void verify_pattern_copy(const void* dst, std::uint64_t bytes, std::uint64_t seed, const std::string& transfer,
+                         cudaStream_t s, ExpectedChecksums& expected) {
+  const std::uint64_t words = checksum_word_count(bytes);
+  const ChecksumSample sample = checksum_sample(words);
+  const std::uint64_t want = expected.get(seed, words);
+  const std::uint64_t got = device_checksum(dst, sample, s);
+  if (got != want) throw std::runtime_error(checksum_mismatch_message(transfer, bytes, sample, want, got));
+}
+
+void verify_pattern_copy_host(const void* dst, std::uint64_t bytes, std::uint64_t seed, const std::string& transfer,
+                              ExpectedChecksums& expected) {
+  const std::uint64_t words = checksum_word_count(bytes);
+  const ChecksumSample sample = checksum_sample(words);
+  const std::uint64_t want = expected.get(seed, words);
+  const std::uint64_t got = checksum_words(static_cast<const std::uint32_t*>(dst), sample);
+  if (got != want) throw std::runtime_error(checksum_mismatch_message(transfer, bytes, sample, want, got));
 }
 
 void sm_copy(void* dst, const void* src, std::size_t bytes, int blocks, cudaStream_t s) {
@@ -205,7 +307,7 @@ void sm_copy(void* dst, const void* src, std::size_t bytes, int blocks, cudaStre
   sm_copy_kernel<<<blocks, 512, 0, s>>>(static_cast<int4*>(dst), static_cast<const int4*>(src), vectors,
                                         static_cast<unsigned char*>(dst) + vectors * 16,
                                         static_cast<const unsigned char*>(src) + vectors * 16, tail);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK_LAUNCH("sm_copy_kernel");
 }
 
 }  // namespace epsim::hw

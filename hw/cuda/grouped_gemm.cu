@@ -43,8 +43,8 @@ GroupedGemm::GroupedGemm(int hidden, int ffn, int matrices, int max_experts, std
 }
 
 GroupedGemm::~GroupedGemm() {
-  if (handle_) cublasDestroy(handle_);
-  if (upload_) cudaStreamDestroy(upload_);
+  if (handle_) CUBLAS_CHECK_CLEANUP(cublasDestroy(handle_));
+  if (upload_) CUDA_CHECK_CLEANUP(cudaStreamDestroy(upload_));
 }
 
 void GroupedGemm::set_stream(cudaStream_t s) {

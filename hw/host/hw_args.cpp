@@ -1,6 +1,8 @@
 #include "hw/host/hw_args.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 namespace epsim::hw {
@@ -48,6 +50,26 @@ std::int64_t HwArgs::integer(const std::string& key, std::int64_t fallback, std:
   if (v < lo || v > hi)
     throw std::invalid_argument("--" + key + ": " + it->second + " outside [" + std::to_string(lo) + ", " +
                                 std::to_string(hi) + "]");
+  return v;
+}
+
+double HwArgs::number(const std::string& key, double fallback, double lo, double hi) const {
+  auto it = options.find(key);
+  if (it == options.end()) return fallback;
+  const std::string& s = it->second;
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--" + key + ": '" + s + "' is not a number");
+  }
+  if (used != s.size() || !std::isfinite(v)) throw std::invalid_argument("--" + key + ": '" + s + "' is not a number");
+  if (v < lo || v > hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+    throw std::invalid_argument("--" + key + ": " + s + " outside " + range);
+  }
   return v;
 }
 

@@ -20,6 +20,8 @@ struct HwArgs {
   bool has(const std::string& key) const { return options.count(key) > 0; }
   std::string text(const std::string& key, const std::string& fallback) const;
   std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) const;
+  /// A decimal number ("120", "0.5", "1e3") in [lo, hi]; NaN and infinities are refused.
+  double number(const std::string& key, double fallback, double lo, double hi) const;
   /// Comma-separated list of integers, each in [lo, hi]; ranges "A:B" (inclusive, powers of two
   /// between A and B when written "A:B:pow2").
   std::vector<std::int64_t> integers(const std::string& key, const std::vector<std::int64_t>& fallback,

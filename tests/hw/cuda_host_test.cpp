@@ -61,6 +61,14 @@ TEST_CASE("epsim-hw arguments: options, switches, lists, sizes and refusals") {
   CHECK(parse_sizes("4K,1M,1G,100") == std::vector<std::int64_t>{4096, 1048576, 1073741824, 100});
   CHECK_THROWS_AS(parse_sizes("4K,,1M"), std::invalid_argument);
   CHECK_THROWS_AS(parse_sizes("-1"), std::invalid_argument);
+  const HwArgs t = parse_hw_args({"bench", "--nccl-timeout-s", "0.5", "--x", "1e400", "--y", "nan", "--z", "2s"},
+                                 {"nccl-timeout-s", "x", "y", "z"});
+  CHECK(t.number("nccl-timeout-s", 120, 1e-3, 86400) == 0.5);
+  CHECK(t.number("w", 120, 1e-3, 86400) == 120);
+  CHECK_THROWS_AS(t.number("x", 1, 0, 1e9), std::invalid_argument);  // out of double range
+  CHECK_THROWS_AS(t.number("y", 1, 0, 1e9), std::invalid_argument);  // NaN
+  CHECK_THROWS_AS(t.number("z", 1, 0, 1e9), std::invalid_argument);  // trailing text
+  CHECK_THROWS_AS(t.number("nccl-timeout-s", 1, 1, 10), std::invalid_argument);  // below the range
   CHECK(median({3, 1, 2}) == 2);
   CHECK(median({4, 1, 2, 3}) == 2.5);
 }
@@ -137,8 +145,10 @@ TEST_CASE("plans.jsonl is read line by line, with the line in errors") {
   const auto dir = test::scratch_dir("cuda_host_plans");
   const auto path = (dir / "plans.jsonl").string();
   {
+    Plan next_layer = two_gpu_plan();  // one plan per (step, micro-batch, layer)
+    next_layer.layer = 3;
     std::ofstream out(path);
-    out << plan_to_json(two_gpu_plan()).dump() << "\n\n" << plan_to_json(two_gpu_plan()).dump() << "\n";
+    out << plan_to_json(two_gpu_plan()).dump() << "\n\n" << plan_to_json(next_layer).dump() << "\n";
   }
   CHECK(load_plans_jsonl(path).size() == 2);
   CHECK(load_plans_jsonl(path, 1).size() == 1);
