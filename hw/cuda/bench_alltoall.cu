@@ -192,19 +192,22 @@ class NcclRanks {
 }  // namespace
 
 int bench_alltoall(const HwArgs& a) {
-  int count = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&count));
-  const int gpus = static_cast<int>(a.integer("gpus", count, 1, 1024));
-  if (gpus < 2 || gpus > count) {
-    std::fprintf(stderr, "epsim-hw: bench alltoall needs at least 2 GPUs (%d visible, --gpus %d)\n", count, gpus);
-    return 1;
-  }
+  // Arguments first: a bad one is exit 2 whatever the machine.
+  const std::int64_t gpus_wanted = a.integer("gpus", 0, 1, 1024);  // 0: every visible GPU
   const auto sizes = parse_sizes(a.text("sizes", "4K,16K,64K,256K,1M,4M,16M,64M"));
   const int warmup = static_cast<int>(a.integer("warmup", 5, 0, 10000));
   const int reps = static_cast<int>(a.integer("reps", 30, 1, 10000));
   const double timeout_s = a.number("nccl-timeout-s", kDefaultNcclTimeout_s, 1e-3, 86400.0);
   const bool verify = !a.flags.count("no-verify");
   const std::size_t max_pair = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  const int gpus = gpus_wanted > 0 ? static_cast<int>(gpus_wanted) : count;
+  if (gpus < 2 || gpus > count) {
+    std::fprintf(stderr, "epsim-hw: bench alltoall needs at least 2 GPUs (%d visible, --gpus %d)\n", count, gpus);
+    return 1;
+  }
 
   NcclRanks ranks(gpus, timeout_s);
   std::vector<DeviceBuffer> send, recv;

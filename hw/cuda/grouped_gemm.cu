@@ -134,8 +134,8 @@ void GroupedGemm::enqueue_projection(const std::vector<int>& experts, const std:
       sizes.data(), CUBLAS_COMPUTE_32F);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE || st == CUBLAS_STATUS_ARCH_MISMATCH) {
     // This cuBLAS refuses BF16 grouped GEMM here: fall back to the per-expert loop for good.
-    std::fprintf(stderr, "epsim-hw: cublasGemmGroupedBatchedEx returned status %d; falling back to a cublasGemmEx loop\n",
-                 static_cast<int>(st));
+    std::fprintf(stderr, "epsim-hw: cublasGemmGroupedBatchedEx returned %s (%s); falling back to a cublasGemmEx loop\n",
+                 cublasGetStatusName(st), cublasGetStatusString(st));
     impl_ = GemmImpl::loop;
     enqueue_projection(experts, tokens, offsets, n, k, weight_index);
     return;
