@@ -3,8 +3,10 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/eplb_algorithm.hpp"
 #include "sim/balancers/placement.hpp"
 
@@ -18,11 +20,19 @@ DeepseekEplb::DeepseekEplb(DeepseekEplbParams params) : params_(params) {
 Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
-  if (context.gpus_per_node <= 0 || n % context.gpus_per_node != 0)
-    throw std::logic_error("deepseek_eplb: num_gpus must be a positive multiple of gpus_per_node");
-  const int nodes = n / context.gpus_per_node;
+  if (context.gpus_per_node <= 0) throw std::logic_error("deepseek_eplb: gpus_per_node must be positive");
+  // The EP group fills nodes in order: a group smaller than a node lies inside one node; a larger one
+  // that is not a whole number of nodes leaves its last node partly filled, which the hierarchical
+  // policy (equal GPUs per node) cannot use.
+  const bool whole_nodes = n <= context.gpus_per_node || n % context.gpus_per_node == 0;
+  const int nodes = n <= context.gpus_per_node ? 1 : n / context.gpus_per_node;
   if (experts % params_.num_groups != 0)
-    throw std::invalid_argument("deepseek_eplb: num_groups must divide the expert count");
+    throw CannotServe("num_groups " + std::to_string(params_.num_groups) + " must divide the " +
+                      std::to_string(experts) + " experts");
+  if (params_.policy == EplbPolicy::hierarchical && !whole_nodes)
+    throw CannotServe("the hierarchical policy needs an EP group of whole nodes or one inside a node; EP " +
+                      std::to_string(n) + " on " + std::to_string(context.gpus_per_node) +
+                      "-GPU nodes fills its last node partly (use policy: global)");
   const int num_phy = experts + n * params_.redundant_experts_per_gpu;
   const int slots_per_gpu = num_phy / n;
 
@@ -37,11 +47,12 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
     std::vector<double> weight(experts, 0.0);
     for (const auto& loads : state.history)
       for (int e = 0; e < experts; ++e) weight[e] += static_cast<double>(loads[e]);
-    const bool hierarchical =
-        params_.policy == EplbPolicy::hierarchical ||
-        (params_.policy == EplbPolicy::auto_select && params_.num_groups > 1 && params_.num_groups % nodes == 0);
+    const bool hierarchical = params_.policy == EplbPolicy::hierarchical ||
+                              (params_.policy == EplbPolicy::auto_select && whole_nodes && params_.num_groups > 1 &&
+                               params_.num_groups % nodes == 0);
     if (hierarchical && params_.num_groups % nodes != 0)
-      throw std::invalid_argument("deepseek_eplb: the hierarchical policy needs num_groups to be a multiple of nodes");
+      throw CannotServe("the hierarchical policy needs num_groups (" + std::to_string(params_.num_groups) +
+                        ") to be a multiple of the EP group's nodes (" + std::to_string(nodes) + ")");
     const EplbLayout layout = hierarchical
                                   ? rebalance_experts_hierarchical(weight, num_phy, params_.num_groups, nodes, n)
                                   : rebalance_experts_hierarchical(weight, num_phy, 1, 1, n);

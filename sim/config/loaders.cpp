@@ -16,24 +16,41 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kPositive = 1e-300;  // ConfigMap reads a tiny min as "> 0"
-constexpr double kHuge = std::numeric_limits<double>::max();
+// Ranges. Each is far wider than any real cluster or model, and narrow enough that the engine's
+// arithmetic stays finite: rates and bandwidths from 1 MB/s (1 GFLOP/s) to 1 PB/s (1 EFLOP/s), so a
+// byte or FLOP count turns into a finite double of picoseconds; latencies and fixed costs up to one
+// second each; efficiencies down to 0.1%. A product of extremes that still lands beyond the simulation
+// horizon (kMaxTime_ps, e.g. 1 MB/s for terabytes of tokens) stops the replay with an InputError.
+constexpr double kMinRate = 1e-3;        // GB/s, TFLOP/s, GB
+constexpr double kMaxRate = 1e6;
+constexpr double kMaxLatency_us = 1e6;   // one second
+constexpr double kMinEfficiency = 1e-3;
+/// GPUs in a cluster, and the EP degree: the plan's and the trace format's limit on GPUs and ranks.
+constexpr std::int64_t kMaxGpus = 1 << 16;
+constexpr std::int64_t kMaxSms = 1 << 16;
+constexpr std::int64_t kMaxRowAlignment = 1 << 20;
+/// Hidden and FFN sizes: one expert matrix of 2^20 x 2^20 four-byte elements is 4 TB, and weight
+/// byte counts stay far below 2^63.
+constexpr std::int64_t kMaxModelDim = 1 << 20;
+constexpr std::int64_t kMaxExperts = 1 << 16;  // the trace format stores expert ids as 16 bits
+constexpr std::int64_t kMaxTopK = 1024;         // the trace format's limit
+constexpr std::int64_t kMaxMoeLayers = 1 << 12;
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
 int as_int(std::int64_t v) { return static_cast<int>(v); }
 
 void read_gpu(ConfigMap m, GpuSpec& gpu) {
-  gpu.sms = as_int(m.get_int("sms", 1, kMaxInt));
-  gpu.bf16_peak_TFLOPs = m.get_double("bf16_peak_TFLOPs", kPositive, kHuge);
-  gpu.hbm_GBps = m.get_double("hbm_GBps", kPositive, kHuge);
-  gpu.hbm_capacity_GB = m.get_double("hbm_capacity_GB", kPositive, kHuge);
+  gpu.sms = as_int(m.get_int("sms", 1, kMaxSms));
+  gpu.bf16_peak_TFLOPs = m.get_double("bf16_peak_TFLOPs", kMinRate, kMaxRate);
+  gpu.hbm_GBps = m.get_double("hbm_GBps", kMinRate, kMaxRate);
+  gpu.hbm_capacity_GB = m.get_double("hbm_capacity_GB", kMinRate, kMaxRate);
   m.finish();
 }
 
 void read_gemm(ConfigMap m, GemmSpec& gemm) {
-  gemm.row_alignment = as_int(m.get_int("row_alignment", 1, kMaxInt));
-  gemm.launch_us = m.get_double("launch_us", 0, kHuge);
-  for (const auto& [tokens, eff] : m.get_curve("efficiency", 1, kPositive, 1.0))
+  gemm.row_alignment = as_int(m.get_int("row_alignment", 1, kMaxRowAlignment));
+  gemm.launch_us = m.get_double("launch_us", 0, kMaxLatency_us);
+  for (const auto& [tokens, eff] : m.get_curve("efficiency", 1, kMinEfficiency, 1.0))
     gemm.efficiency.push_back(GemmEfficiencyPoint{tokens, eff});
   m.finish();
 }
@@ -41,9 +58,9 @@ void read_gemm(ConfigMap m, GemmSpec& gemm) {
 void read_ep_backend(ConfigMap m, int sms, EpBackendSpec& ep) {
   ep.comm_sms = as_int(m.get_int("comm_sms", 0, sms - 1));
   ep.internode_route = m.get_choice("internode_route", {"rail_forward", "direct"});
-  ep.nvlink_efficiency = m.get_double("nvlink_efficiency", kPositive, 1.0);
-  ep.ib_efficiency = m.get_double("ib_efficiency", kPositive, 1.0);
-  for (const auto& [bytes, eff] : m.get_curve("message_efficiency", 1, kPositive, 1.0))
+  ep.nvlink_efficiency = m.get_double("nvlink_efficiency", kMinEfficiency, 1.0);
+  ep.ib_efficiency = m.get_double("ib_efficiency", kMinEfficiency, 1.0);
+  for (const auto& [bytes, eff] : m.get_curve("message_efficiency", 1, kMinEfficiency, 1.0))
     ep.message_efficiency.push_back(MessageEfficiencyPoint{bytes, eff});
   m.finish();
 }
@@ -55,40 +72,48 @@ HardwareSpec load_hardware(const std::string& path) {
   HardwareSpec hw;
   hw.source_file = path;
   hw.name = top.get_string("name");
-  hw.nodes = as_int(top.get_int("nodes", 1, kMaxInt));
-  hw.gpus_per_node = as_int(top.get_int("gpus_per_node", 1, kMaxInt));
+  hw.nodes = as_int(top.get_int("nodes", 1, kMaxGpus));
+  hw.gpus_per_node = as_int(top.get_int("gpus_per_node", 1, kMaxGpus));
+  if (static_cast<std::int64_t>(hw.nodes) * hw.gpus_per_node > kMaxGpus)
+    top.fail("gpus_per_node", "nodes x gpus_per_node = " + std::to_string(hw.nodes) + " x " +
+                                  std::to_string(hw.gpus_per_node) + " = " +
+                                  std::to_string(static_cast<std::int64_t>(hw.nodes) * hw.gpus_per_node) +
+                                  " GPUs, more than epsim's limit of " + std::to_string(kMaxGpus));
   read_gpu(top.get_map("gpu"), hw.gpu);
   read_gemm(top.get_map("gemm"), hw.gemm);
   {
     ConfigMap m = top.get_map("copy_engine");
-    hw.copy_engine.bw_GBps = m.get_double("bw_GBps", kPositive, kHuge);
-    hw.copy_engine.fixed_cost_us = m.get_double("fixed_cost_us", 0, kHuge);
+    hw.copy_engine.bw_GBps = m.get_double("bw_GBps", kMinRate, kMaxRate);
+    hw.copy_engine.fixed_cost_us = m.get_double("fixed_cost_us", 0, kMaxLatency_us);
     hw.copy_engine.hbm_traffic_factor = m.get_double_or("hbm_traffic_factor", 1.0, 0, 4);
     m.finish();
   }
   {
     ConfigMap m = top.get_map("nvlink");
-    hw.nvlink.port_bw_GBps = m.get_double("port_bw_GBps", kPositive, kHuge);
-    hw.nvlink.latency_us = m.get_double("latency_us", 0, kHuge);
+    hw.nvlink.port_bw_GBps = m.get_double("port_bw_GBps", kMinRate, kMaxRate);
+    hw.nvlink.latency_us = m.get_double("latency_us", 0, kMaxLatency_us);
     m.finish();
   }
   {
     ConfigMap m = top.get_map("infiniband");
-    hw.infiniband.nic_bw_GBps = m.get_double("nic_bw_GBps", kPositive, kHuge);
-    hw.infiniband.latency_us = m.get_double("latency_us", 0, kHuge);
+    hw.infiniband.nic_bw_GBps = m.get_double("nic_bw_GBps", kMinRate, kMaxRate);
+    hw.infiniband.latency_us = m.get_double("latency_us", 0, kMaxLatency_us);
     m.finish();
   }
   {
     ConfigMap m = top.get_map("pcie");
-    hw.pcie.h2d_GBps = m.get_double("h2d_GBps", kPositive, kHuge);
-    hw.pcie.d2h_GBps = m.get_double("d2h_GBps", kPositive, kHuge);
-    hw.pcie.latency_us = m.get_double("latency_us", 0, kHuge);
+    hw.pcie.h2d_GBps = m.get_double("h2d_GBps", kMinRate, kMaxRate);
+    hw.pcie.d2h_GBps = m.get_double("d2h_GBps", kMinRate, kMaxRate);
+    hw.pcie.latency_us = m.get_double("latency_us", 0, kMaxLatency_us);
     m.finish();
   }
-  {
-    ConfigMap m = top.get_map("host");
-    hw.host.kernel_launch_us = m.get_double("kernel_launch_us", 0, kHuge);
-    m.finish();
+  // Kernel launch costs are part of gemm.launch_us and copy_engine.fixed_cost_us; a separate host
+  // launch cost would count them twice, so the key that used to hold one is refused, not ignored.
+  if (top.has("host")) {
+    top.get_raw("host");
+    top.fail("host", "host.kernel_launch_us is no longer read: the launch cost of a grouped GEMM is part of "
+                     "gemm.launch_us and a copy's enqueue is part of copy_engine.fixed_cost_us; remove the host "
+                     "block");
   }
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   top.finish();
@@ -100,18 +125,24 @@ ModelSpec load_model(const std::string& path) {
   ModelSpec model;
   model.source_file = path;
   model.name = top.get_string("name");
-  model.hidden_size = as_int(top.get_int("hidden_size", 1, kMaxInt));
-  model.expert_ffn_size = as_int(top.get_int("expert_ffn_size", 1, kMaxInt));
-  model.num_experts = as_int(top.get_int("num_experts", 1, kMaxInt));
-  model.top_k = as_int(top.get_int("top_k", 1, kMaxInt));
-  model.shared_experts = as_int(top.get_int_or("shared_experts", 0, 0, kMaxInt));
+  model.hidden_size = as_int(top.get_int("hidden_size", 1, kMaxModelDim));
+  model.expert_ffn_size = as_int(top.get_int("expert_ffn_size", 1, kMaxModelDim));
+  model.num_experts = as_int(top.get_int("num_experts", 1, kMaxExperts));
+  model.top_k = as_int(top.get_int("top_k", 1, kMaxTopK));
+  model.shared_experts = as_int(top.get_int_or("shared_experts", 0, 0, kMaxTopK));
   model.shared_expert_ffn_size =
-      as_int(model.shared_experts > 0 ? top.get_int("shared_expert_ffn_size", 1, kMaxInt)
-                                      : top.get_int_or("shared_expert_ffn_size", 0, 0, kMaxInt));
+      as_int(model.shared_experts > 0 ? top.get_int("shared_expert_ffn_size", 1, kMaxModelDim)
+                                      : top.get_int_or("shared_expert_ffn_size", 0, 0, kMaxModelDim));
   model.gated_ffn = top.get_bool("gated_ffn");
   model.dtype_bytes = std::stoi(top.get_choice("dtype_bytes", {"1", "2", "4"}));
-  model.tokens_per_microbatch = as_int(top.get_int("tokens_per_microbatch", 1, kMaxInt));
-  model.moe_layers = as_int(top.get_int("moe_layers", 1, kMaxInt));
+  // The trace gives every rank's tokens per record; a second figure here could only disagree with it.
+  if (top.has("tokens_per_microbatch")) {
+    top.get_raw("tokens_per_microbatch");
+    top.fail("tokens_per_microbatch",
+             "tokens_per_microbatch is no longer read: the trace gives the tokens each rank feeds every MoE "
+             "layer; remove the key");
+  }
+  model.moe_layers = as_int(top.get_int_or("moe_layers", 1, 1, kMaxMoeLayers));
   top.finish();
   if (model.top_k > model.num_experts)
     top.fail("top_k", "top_k " + std::to_string(model.top_k) + " exceeds num_experts " +
@@ -127,7 +158,7 @@ ExperimentSpec load_experiment(const std::string& path) {
   const std::string trace = top.get_string("trace");
   const std::string model = top.get_string("model");
   const std::string hardware = top.get_string("hardware");
-  x.ep_degree = as_int(top.get_int("ep_degree", 1, kMaxInt));
+  x.ep_degree = as_int(top.get_int("ep_degree", 1, kMaxGpus));
   x.placement = top.get_choice_or("placement", "contiguous", {"contiguous", "interleaved"}) == "interleaved"
                     ? Placement::interleaved
                     : Placement::contiguous;

@@ -27,6 +27,18 @@ void EventQueue::check_not_past(Time_ps at_ps) const {
     throw std::logic_error("EventQueue: event scheduled at " + std::to_string(at_ps) +
                            " ps, before now (" + std::to_string(now_ps_) + " ps)");
   }
+  // Beyond the horizon the sums of times that callers make could overflow.
+  if (at_ps > kMaxTime_ps)
+    throw TimeOverflow("an event at " + short_number(static_cast<double>(at_ps) * 1e-12) +
+                       " s is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+}
+
+EventQueue::Handle EventQueue::schedule_in(Time_ps delay_ps, Action action) {
+  // Checked before the addition, which could overflow for a delay near the int64 limit.
+  if (delay_ps > kMaxTime_ps - now_ps_)
+    throw TimeOverflow("an event " + short_number(static_cast<double>(delay_ps) * 1e-12) +
+                       " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  return schedule(now_ps_ + delay_ps, std::move(action));
 }
 
 EventQueue::Handle EventQueue::schedule(Time_ps at_ps, Action action) {

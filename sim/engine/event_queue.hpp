@@ -18,10 +18,11 @@ class EventQueue {
   using Handle = std::uint64_t;  ///< 0 is never a valid handle
   using Action = std::function<void()>;
 
-  /// Schedules `action` at absolute time `at_ps` (must be >= now()). Returns its handle.
+  /// Schedules `action` at absolute time `at_ps` (must be >= now(); throws TimeOverflow beyond
+  /// kMaxTime_ps). Returns its handle.
   Handle schedule(Time_ps at_ps, Action action);
-  /// Schedules `action` `delay_ps` after now().
-  Handle schedule_in(Time_ps delay_ps, Action action) { return schedule(now_ps_ + delay_ps, std::move(action)); }
+  /// Schedules `action` `delay_ps` after now() (throws TimeOverflow when that is beyond kMaxTime_ps).
+  Handle schedule_in(Time_ps delay_ps, Action action);
   /// Removes a pending event. Returns false if it already ran or was cancelled.
   bool cancel(Handle handle);
   /// Moves a pending event to `at_ps` (>= now()); it takes a fresh sequence number, i.e. it runs after

@@ -296,7 +296,8 @@ void FlowNetwork::schedule_completion(std::int32_t slot) {
   Flow& f = flows_[static_cast<std::size_t>(slot)];
   Time_ps at = queue_.now_ps();
   if (f.remaining_bytes > kDoneBytes) {
-    at += static_cast<Time_ps>(std::ceil((f.remaining_bytes - kDoneBytes) / hot_[static_cast<std::size_t>(slot)].rate));
+    at += checked_ceil_ps((f.remaining_bytes - kDoneBytes) / hot_[static_cast<std::size_t>(slot)].rate,
+                          "a flow's transfer time");
   }
   if (f.event != 0 && queue_.reschedule(f.event, at)) return;
   f.event = queue_.schedule(at, [this, slot] { complete(slot); });

@@ -40,9 +40,10 @@ void SmPool::release(int sms) {
 }
 
 void SmPool::submit(Time_ps work_ps, DoneCallback on_done, double hbm_fraction) {
-  if (work_ps < 0 || work_ps > std::numeric_limits<std::int64_t>::max() / total_sms_ / 1000) {
-    throw std::invalid_argument("SmPool: kernel work out of range");
-  }
+  if (work_ps < 0) throw std::invalid_argument("SmPool: negative kernel work");
+  if (work_ps > kMaxTime_ps)
+    throw TimeOverflow("a compute kernel of " + short_number(static_cast<double>(work_ps) * 1e-12) +
+                       " s is beyond the simulation horizon of 1e+06 s (1e18 ps)");
   if (!(hbm_fraction >= 0 && hbm_fraction <= 1)) throw std::invalid_argument("SmPool: hbm_fraction outside [0, 1]");
   kernels_.push_back(Kernel{work_ps, std::move(on_done), hbm_fraction});
   if (!running_) start_head();
@@ -69,23 +70,27 @@ void SmPool::start_head() {
   running_ = true;
   started_ps_ = queue_.now_ps();
   last_update_ps_ = started_ps_;
-  remaining_sm_ps_ = kernels_.front().work_ps * total_sms_ * 1000;
+  remaining_sm_ps_ = static_cast<WideWork>(kernels_.front().work_ps) * total_sms_ * 1000;
   schedule_end();
 }
 
 void SmPool::progress() {
   if (!running_) return;
   const Time_ps now = queue_.now_ps();
-  remaining_sm_ps_ -= (now - last_update_ps_) * (total_sms_ - held_sms_) * hbm_permille();
+  remaining_sm_ps_ -= static_cast<WideWork>(now - last_update_ps_) * (total_sms_ - held_sms_) * hbm_permille();
   if (remaining_sm_ps_ < 0) remaining_sm_ps_ = 0;
   last_update_ps_ = now;
 }
 
 void SmPool::schedule_end() {
   const std::int64_t rate = (total_sms_ - held_sms_) * hbm_permille();
-  const Time_ps at = queue_.now_ps() + (remaining_sm_ps_ + rate - 1) / rate;  // rounded up
-  if (end_event_ != 0 && queue_.reschedule(end_event_, at)) return;
-  end_event_ = queue_.schedule(at, [this] { finish_head(); });
+  const WideWork at = queue_.now_ps() + (remaining_sm_ps_ + rate - 1) / rate;  // rounded up
+  // A kernel slowed down by held SMs and HBM pressure can end well after work_ps.
+  if (at > kMaxTime_ps)
+    throw TimeOverflow("a compute kernel ending at " + short_number(static_cast<double>(at) * 1e-12) +
+                       " s is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  if (end_event_ != 0 && queue_.reschedule(end_event_, static_cast<Time_ps>(at))) return;
+  end_event_ = queue_.schedule(static_cast<Time_ps>(at), [this] { finish_head(); });
 }
 
 void SmPool::finish_head() {

@@ -63,8 +63,10 @@ class SmPool {
   Time_ps started_ps_ = 0;
   // Remaining work of the running kernel in milli-SM-picoseconds (work_ps * total_sms * 1000): progress
   // over dt with k SMs held at HBM speed p permille is exactly dt * (total - k) * p, so completion
-  // times need no floating point.
-  std::int64_t remaining_sm_ps_ = 0;
+  // times need no floating point. 128 bits: a kernel as long as the time horizon (1e18 ps) on 1024
+  // SMs is 1e24 units, beyond int64.
+  __extension__ typedef __int128 WideWork;
+  WideWork remaining_sm_ps_ = 0;
   double hbm_pressure_ = 0;
   Time_ps last_update_ps_ = 0;
   EventQueue::Handle end_event_ = 0;

@@ -60,7 +60,7 @@ GemmCost::Estimate GemmCost::estimate(const std::vector<std::int64_t>& tokens_pe
 Time_ps GemmCost::grouped_time_ps(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const {
   const Estimate e = estimate(tokens_per_expert, ffn_size);
   if (e.compute_ps <= 0) return 0;
-  return us_to_ps(hw_.gemm.launch_us) + static_cast<Time_ps>(std::ceil(std::max(e.compute_ps, e.memory_ps)));
+  return us_to_ps(hw_.gemm.launch_us) + checked_ceil_ps(std::max(e.compute_ps, e.memory_ps), "a grouped GEMM time");
 }
 
 double GemmCost::hbm_fraction(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const {

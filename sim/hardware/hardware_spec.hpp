@@ -61,6 +61,8 @@ struct PcieSpec {
   double latency_us = 0;
 };
 
+/// Not read from hardware files and not used by the simulation: kernel launch costs are part of
+/// GemmSpec::launch_us and CopyEngineSpec::fixed_cost_us. Only the calibration writer still reads it.
 struct HostSpec {
   double kernel_launch_us = 0;
 };

@@ -17,13 +17,23 @@ struct ModelSpec {
   int shared_expert_ffn_size = 0;
   bool gated_ffn = true;        ///< SwiGLU: three matrices per expert instead of two
   int dtype_bytes = 0;          ///< activations and weights (2 for bf16)
-  int tokens_per_microbatch = 0;  ///< tokens each EP rank feeds into a MoE layer per micro-batch
-  int moe_layers = 0;
+  /// Not read from model files and not used by the simulation (the trace gives each rank's tokens);
+  /// only benchmark generators that build a ModelSpec by hand still set it.
+  int tokens_per_microbatch = 0;
+  /// MoE layers whose experts one GPU holds at once (all of them without pipeline parallelism, those
+  /// of its stage with it), each laid out like the replayed layer: the HBM check multiplies one
+  /// layer's expert weights by it.
+  int moe_layers = 1;
 
   int matrices_per_expert() const { return gated_ffn ? 3 : 2; }
   /// Bytes of one routed expert's weights.
   std::int64_t expert_weight_bytes() const {
     return static_cast<std::int64_t>(matrices_per_expert()) * hidden_size * expert_ffn_size * dtype_bytes;
+  }
+  /// Bytes of the weights of all shared experts of one layer.
+  std::int64_t shared_weight_bytes() const {
+    return static_cast<std::int64_t>(matrices_per_expert()) * hidden_size * shared_expert_ffn_size * dtype_bytes *
+           shared_experts;
   }
   /// Bytes of one token's hidden state as it crosses the EP backend.
   std::int64_t token_bytes() const { return static_cast<std::int64_t>(hidden_size) * dtype_bytes; }

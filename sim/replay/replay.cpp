@@ -2,12 +2,15 @@
 
 #include <stdexcept>
 
+#include "sim/balancers/cannot_serve.hpp"
+#include "sim/balancers/hbm_fit.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/registry.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/replay/simulate_layer.hpp"
 #include "traces/format/rank_remap.hpp"
+#include "traces/format/trace_check.hpp"
 #include "traces/format/trace_reader.hpp"
 
 namespace epsim {
@@ -65,23 +68,42 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
       local_tokens[s] = assignments / static_cast<std::int64_t>(header.top_k);
     }
 
+    // Some configurations can only be checked against the cluster and the model, which a balancer
+    // first sees here: they are the user's input, reported at the balancer's entry.
+    const std::string balancer_place =
+        spec.balancer.params_place.empty() ? spec.source_file : spec.balancer.params_place;
+    const std::string cannot = "balancer '" + spec.balancer.name + "' cannot serve EP " +
+                               std::to_string(n) + " on " + spec.hardware.name + ": ";
     Plan plan;
     try {
       plan = balancer->plan(record, context);
+    } catch (const CannotServe& e) {
+      throw BalancerCannotServe(balancer_place, "", cannot + e.what());
     } catch (const std::invalid_argument& e) {
-      // Some parameter combinations can only be checked against the cluster and the model, which a
-      // balancer first sees here: they are the user's input, reported at the balancer's entry.
-      throw InputError(spec.balancer.params_place.empty() ? spec.source_file : spec.balancer.params_place, "",
-                       "balancer '" + spec.balancer.name + "' cannot run this experiment: " + e.what());
+      throw BalancerCannotServe(balancer_place, "", cannot + e.what());
     }
     validate_plan(plan, experts, spec.hardware.gpus_per_node);
-    const LayerResult result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
-    // The oracle's run is the reference for exposed overhead; when the oracle is the balancer, it is
-    // the run just made.
+    // The oracle is an ideal reference whose extra instances cost nothing, memory included.
     const bool is_oracle = spec.balancer.name == "oracle";
-    const LayerResult balanced =
-        is_oracle ? LayerResult{}
-                  : simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward);
+    if (!is_oracle)
+      if (const auto overflow = hbm_overflow(plan, spec.model, spec.hardware))
+        throw BalancerCannotServe(spec.hardware.source_file.empty() ? spec.source_file : spec.hardware.source_file,
+                                  "record " + std::to_string(replayed) + " " + record_key_text(record),
+                                  cannot + *overflow);
+    LayerResult result, balanced;
+    try {
+      result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
+      // The oracle's run is the reference for exposed overhead; when the oracle is the balancer, it is
+      // the run just made.
+      if (!is_oracle)
+        balanced = simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward);
+    } catch (const TimeOverflow& e) {
+      throw InputError(spec.hardware.source_file.empty() ? spec.source_file : spec.hardware.source_file,
+                       "record " + std::to_string(replayed) + " " + record_key_text(record),
+                       std::string(e.what()) + " (hardware " + spec.hardware.name + ", model " + spec.model.name +
+                           ", EP " + std::to_string(n) +
+                           "): the bandwidths, TFLOP/s or latencies are too small for the trace's token counts");
+    }
 
     MetricsInput in;
     in.record = &record;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 
+#include "sim/core/input_error.hpp"
 #include "sim/hardware/experiment_spec.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/replay/layer_result.hpp"
@@ -12,6 +13,15 @@
 #include "traces/format/trace_types.hpp"
 
 namespace epsim {
+
+/// The experiment's balancer cannot serve its configuration: the balancer said so (CannotServe, or a
+/// parameter it can only check against the cluster and model), or its plan's expert weights do not
+/// fit in a GPU's HBM. An InputError (`epsim run` stops with exit 2); `epsim compare` shows the row
+/// as n/a with this message and goes on with the other rows.
+class BalancerCannotServe : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 struct LayerOutcome {
   const TraceHeader& header;
@@ -23,7 +33,9 @@ struct LayerOutcome {
 
 /// Replays `spec`'s trace (at most spec.max_records records when > 0) and calls `on_layer` for each.
 /// Throws InputError when the trace does not fit the experiment (expert count, top-k, ranks that
-/// cannot be remapped to the EP degree) or is corrupt. Returns the number of records replayed.
+/// cannot be remapped to the EP degree) or is corrupt, or when a record's simulated time is beyond the
+/// horizon (kMaxTime_ps: absurd bandwidths or rates for the trace's token counts); BalancerCannotServe
+/// when the balancer cannot serve the configuration. Returns the number of records replayed.
 std::size_t replay(const ExperimentSpec& spec, const std::function<void(const LayerOutcome&)>& on_layer);
 
 }  // namespace epsim

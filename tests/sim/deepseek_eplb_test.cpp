@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/eplb_algorithm.hpp"
 #include "sim/balancers/placement.hpp"
 #include "tests/sim/plan_checks.hpp"
@@ -346,7 +347,7 @@ TEST_CASE("deepseek_eplb: corner cases") {
     const TraceRecord rec = record_of(
         {{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}});
     b.plan(rec, ctx);
-    CHECK_THROWS_AS(b.plan(rec, ctx), std::invalid_argument);
+    CHECK_THROWS_AS(b.plan(rec, ctx), CannotServe);
   }
 }
 
@@ -360,4 +361,43 @@ TEST_CASE("deepseek_eplb: parameters through ConfigMap") {
   YAML::Node bad = YAML::Load("{policy: random}");
   ConfigMap bad_params(bad, "test.yaml", "balancer.params");
   CHECK_THROWS(make_deepseek_eplb(bad_params));
+}
+
+TEST_CASE("deepseek_eplb: an EP group inside one node (EP 4 on 8-GPU nodes)") {
+  // GPUs 0-3 of one 8-GPU node: one node for EPLB's hierarchical policy, not a configuration error.
+  const ModelSpec model = test::simple_model(8);
+  const HardwareSpec hw = test::simple_hardware(1, 8);
+  BalancerContext ctx = context_for(model, hw);
+  ctx.num_gpus = 4;
+  DeepseekEplb b = eplb(1, 1, /*redundant=*/0, /*groups=*/2, EplbPolicy::hierarchical);
+  const TraceRecord rec = record_of({{80, 70, 60, 50, 40, 30, 20, 10},
+                                     {0, 0, 0, 0, 0, 0, 0, 0},
+                                     {0, 0, 0, 0, 0, 0, 0, 0},
+                                     {0, 0, 0, 0, 0, 0, 0, 0}});
+  b.plan(rec, ctx);
+  const Plan plan = b.plan(rec, ctx);
+  check_invariants(plan, rec, ctx);
+  // Both groups go to the one node; 8 slots, 2 per GPU, packed heaviest first onto the lightest GPU:
+  // 80+10, 70+20, 60+30, 50+40.
+  CHECK(plan.tokens_per_gpu() == std::vector<std::int64_t>{90, 90, 90, 90});
+}
+
+TEST_CASE("deepseek_eplb: configurations it cannot serve are CannotServe, not internal errors") {
+  const ModelSpec model = test::simple_model(8);
+  const TraceRecord rec = record_of({{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}});
+  SUBCASE("num_groups that does not divide the experts") {
+    const HardwareSpec hw = test::simple_hardware(1, 2);
+    DeepseekEplb b = eplb(1, 1, 1, /*groups=*/3);
+    CHECK_THROWS_WITH_AS(b.plan(rec, context_for(model, hw)), "num_groups 3 must divide the 8 experts", CannotServe);
+  }
+  SUBCASE("hierarchical on an EP group that fills its last node partly") {
+    // EP 6 on 4-GPU nodes: node 0 holds 4 of the group's GPUs, node 1 only 2.
+    const ModelSpec model12 = test::simple_model(12);
+    const HardwareSpec hw = test::simple_hardware(2, 4);
+    BalancerContext ctx = context_for(model12, hw);
+    ctx.num_gpus = 6;
+    const TraceRecord six = record_of(std::vector<std::vector<std::uint32_t>>(6, std::vector<std::uint32_t>(12, 1)));
+    DeepseekEplb b = eplb(1, 1, 1, 1, EplbPolicy::hierarchical);
+    CHECK_THROWS_AS(b.plan(six, ctx), CannotServe);
+  }
 }
