@@ -1,13 +1,9 @@
 #include "hw/host/plan_tasks.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
-#include "sim/core/input_error.hpp"
-#include "sim/plan/plan_json.hpp"
+#include "sim/validate/plans_file.hpp"
 
 namespace epsim::hw {
 
@@ -104,26 +100,7 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
 }
 
 std::vector<Plan> load_plans_jsonl(const std::string& path, std::size_t limit) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "", "cannot open file");
-  std::vector<Plan> plans;
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(number);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(path, std::to_string(number), std::string("not valid JSON: ") + e.what());
-    }
-    plans.push_back(plan_from_json(j, where));
-    if (limit > 0 && plans.size() >= limit) break;
-  }
-  if (plans.empty()) throw InputError(path, "", "no plans");
-  return plans;
+  return read_plans_jsonl(path, limit);
 }
 
 }  // namespace epsim::hw

@@ -57,8 +57,9 @@ std::int64_t token_bytes(int hidden, int dtype_bytes);
 /// The tasks of `gpu` in `plan`; throws std::invalid_argument if gpu is outside [0, num_gpus).
 GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_bytes);
 
-/// Reads a plans.jsonl file (one plan_to_json document per line; blank lines skipped). Throws
-/// InputError "FILE:LINE: message" on a bad line. `limit` > 0 stops after that many plans.
+/// Reads a plans.jsonl file through read_plans_jsonl (sim/validate/plans_file.hpp), the one plan
+/// reader, so that the runner gets only plans that passed every check `epsim validate` makes without
+/// the model. `limit` > 0 stops after that many plans.
 std::vector<Plan> load_plans_jsonl(const std::string& path, std::size_t limit = 0);
 
 }  // namespace epsim::hw

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,10 +120,34 @@ struct Plan {
   std::vector<std::int64_t> tokens_per_gpu() const;
 };
 
-/// Checks the plan's internal consistency (indices in range, every instance computed in exactly one
-/// GEMM group on its own GPU, token counts non-negative); throws std::logic_error naming the defect.
-/// Balancers are code, so a bad plan is a bug, not bad input. With `gpus_per_node` > 0 it also checks
-/// that Copy Engine legs stay inside a node.
+/// Bounds every plan is held to, so that no count, sum or size derived from one can overflow.
+constexpr int kMaxPlanGpus = 1 << 16;
+constexpr int kMaxPlanExperts = 1 << 16;
+constexpr int kMaxExchangeStages = 1 << 20;
+constexpr std::int64_t kMaxPlanTokens = std::int64_t{1} << 40;  ///< all routes of a plan together
+constexpr std::int64_t kMaxPlanBytes = std::int64_t{1} << 50;   ///< one transfer, or the counts' copy
+constexpr Time_ps kMaxPlannerDuration_ps = Time_ps{3'600} * 1'000'000 * kPsPerUs;  ///< one hour
+
+/// A structural defect of a plan: where it is, as a key path of the plan's JSON form
+/// ("routes[3].instance"), and what is wrong with it.
+struct PlanDefect {
+  std::string place;
+  std::string message;
+};
+
+/// The first structural defect of `plan`, if any: a scalar outside its bounds (num_gpus,
+/// exchange_stages, the planner's cost), an index out of range (instance expert and GPU, route rank,
+/// instance, via GPU and stage, transfer instance and GPUs, GEMM group instances), a negative or
+/// oversized token or byte count, a carrier that contradicts the route, gemm_order without exactly one
+/// list per GPU or an instance not computed in exactly one GEMM group on its own GPU. `num_experts`
+/// <= 0 when unknown (a plan read without its model): expert ids are then checked against
+/// kMaxPlanExperts. With `gpus_per_node` > 0 it also checks that Copy Engine legs stay inside a node.
+/// Every consumer of a plan may index with its fields once this found nothing.
+std::optional<PlanDefect> find_plan_defect(const Plan& plan, int num_experts, int gpus_per_node = 0);
+
+/// find_plan_defect for plans that balancers make: a defect throws std::logic_error naming it.
+/// Balancers are code, so a bad plan is a bug, not bad input (plans read from files are checked by
+/// their reader, which reports InputError).
 void validate_plan(const Plan& plan, int num_experts, int gpus_per_node = 0);
 
 const char* to_string(Carrier carrier);

@@ -1,19 +1,63 @@
 #include "sim/plan/plan_json.hpp"
 
+#include <limits>
+
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 
 namespace epsim {
 
 namespace {
 
-template <typename Enum, std::size_t N>
-Enum enum_from(const nlohmann::json& j, const char* const (&names)[N], const std::string& where,
-               const char* field) {
-  const std::string s = j.get<std::string>();
-  for (std::size_t i = 0; i < N; ++i)
-    if (s == names[i]) return static_cast<Enum>(i);
-  throw InputError(where, field, "unknown value '" + s + "'");
-}
+using nlohmann::json;
+
+/// Reads one plan document, every value through the checked getters of json_input, with the key path
+/// of each value in its errors.
+class PlanReader {
+ public:
+  PlanReader(const std::string& file, const std::string& place) : file_(file), place_(place) {}
+
+  /// The place of `path` inside the plan: "line 3, routes[2].instance".
+  std::string at(const std::string& path) const {
+    if (path.empty()) return place_;
+    return place_.empty() ? path : place_ + ", " + path;
+  }
+  const json& member(const json& object, const char* key, const std::string& path) const {
+    return json_member(object, key, file_, at(path));
+  }
+  const json& array(const json& object, const char* key, const std::string& path) const {
+    const std::string key_path = path.empty() ? key : path + "." + key;
+    return json_array(member(object, key, path), file_, at(key_path));
+  }
+  /// The integer at `object[key]` in [lo, hi].
+  std::int64_t integer(const json& object, const char* key, const std::string& path, std::int64_t lo,
+                       std::int64_t hi) const {
+    return json_integer(member(object, key, path), lo, hi, file_, at(path.empty() ? key : path + "." + key));
+  }
+  int small(const json& object, const char* key, const std::string& path, int lo = -1) const {
+    return static_cast<int>(integer(object, key, path, lo, std::numeric_limits<int>::max()));
+  }
+  template <typename Enum, std::size_t N>
+  Enum choice(const json& object, const char* key, const std::string& path, const char* const (&names)[N]) const {
+    const std::string key_path = path.empty() ? key : path + "." + key;
+    const std::string s = json_string(member(object, key, path), file_, at(key_path));
+    std::string allowed;
+    for (std::size_t i = 0; i < N; ++i) {
+      if (s == names[i]) return static_cast<Enum>(i);
+      allowed += (i == 0 ? "" : ", ") + std::string(names[i]);
+    }
+    throw InputError(file_, at(key_path), "unknown value " + json_excerpt(json(s)) + " (expected " + allowed + ")");
+  }
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(file_, at(path), message);
+  }
+
+ private:
+  const std::string& file_;
+  const std::string& place_;
+};
+
+std::string indexed(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
 
 const char* const kCarriers[] = {"ep_backend", "copy_engine", "none"};
 const char* const kKinds[] = {"static", "dynamic", "replica"};
@@ -60,48 +104,67 @@ nlohmann::json plan_to_json(const Plan& plan) {
   return j;
 }
 
-Plan plan_from_json(const nlohmann::json& j, const std::string& where) {
-  try {
-    Plan plan;
-    plan.version = j.at("version").get<int>();
-    if (plan.version != kPlanVersion)
-      throw InputError(where, "version", "plan version " + std::to_string(plan.version) +
-                                             " is not supported (expected " + std::to_string(kPlanVersion) + ")");
-    plan.balancer = j.at("balancer").get<std::string>();
-    plan.step = j.at("step").get<std::uint32_t>();
-    plan.micro_batch = j.at("micro_batch").get<std::uint32_t>();
-    plan.layer = j.at("layer").get<std::uint32_t>();
-    plan.num_gpus = j.at("num_gpus").get<int>();
-    plan.exchange_stages = j.at("exchange_stages").get<int>();
-    for (const auto& i : j.at("instances"))
-      plan.instances.push_back({i.at("expert").get<int>(), i.at("gpu").get<int>(),
-                                enum_from<InstanceKind>(i.at("kind"), kKinds, where, "instances.kind")});
-    for (const auto& r : j.at("routes"))
-      plan.routes.push_back({r.at("src_rank").get<int>(), r.at("instance").get<int>(),
-                             r.at("tokens").get<std::int64_t>(),
-                             enum_from<Carrier>(r.at("carrier"), kCarriers, where, "routes.carrier"),
-                             r.at("via_gpu").get<int>(), r.at("stage").get<int>()});
-    for (const auto& t : j.at("transfers"))
-      plan.transfers.push_back({enum_from<TransferKind>(t.at("kind"), kTransferKinds, where, "transfers.kind"),
-                                enum_from<PassKind>(t.at("pass"), kPasses, where, "transfers.pass"),
-                                t.at("instance").get<int>(), t.at("src_gpu").get<int>(),
-                                t.at("dst_gpu").get<int>(), t.at("bytes").get<std::int64_t>(),
-                                enum_from<Carrier>(t.at("carrier"), kCarriers, where, "transfers.carrier")});
-    int gpu = 0;
-    for (const auto& per_gpu : j.at("gemm_order")) {
-      std::vector<GemmGroup> groups;
-      for (const auto& g : per_gpu) groups.push_back({gpu, g.get<std::vector<int>>()});
-      plan.gemm_order.push_back(std::move(groups));
-      ++gpu;
-    }
-    plan.planner.site = enum_from<PlannerSite>(j.at("planner").at("site"), kSites, where, "planner.site");
-    plan.planner.duration_ps = j.at("planner").at("duration_ps").get<Time_ps>();
-    plan.planner.start = enum_from<PlannerStart>(j.at("planner").at("start"), kStarts, where, "planner.start");
-    plan.planner.d2h_bytes = j.at("planner").at("d2h_bytes").get<std::int64_t>();
-    return plan;
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(where, "", std::string("not a valid plan: ") + e.what());
+Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std::string& place) {
+  const PlanReader in(file, place);
+  if (!j.is_object()) in.fail("", "expected a plan (a JSON object)");
+  Plan plan;
+  const std::int64_t version = in.integer(j, "version", "", 0, std::numeric_limits<int>::max());
+  if (version != kPlanVersion)
+    in.fail("version", "plan version " + std::to_string(version) + " is not supported (expected " +
+                           std::to_string(kPlanVersion) + ")");
+  plan.balancer = json_string(in.member(j, "balancer", ""), file, in.at("balancer"));
+  const std::int64_t u32 = std::numeric_limits<std::uint32_t>::max();
+  plan.step = static_cast<std::uint32_t>(in.integer(j, "step", "", 0, u32));
+  plan.micro_batch = static_cast<std::uint32_t>(in.integer(j, "micro_batch", "", 0, u32));
+  plan.layer = static_cast<std::uint32_t>(in.integer(j, "layer", "", 0, u32));
+  plan.num_gpus = static_cast<int>(in.integer(j, "num_gpus", "", 1, kMaxPlanGpus));
+  plan.exchange_stages = static_cast<int>(in.integer(j, "exchange_stages", "", 1, kMaxExchangeStages));
+  const json& instances = in.array(j, "instances", "");
+  for (std::size_t k = 0; k < instances.size(); ++k) {
+    const std::string at = indexed("instances", k);
+    plan.instances.push_back({in.small(instances[k], "expert", at, 0), in.small(instances[k], "gpu", at, 0),
+                              in.choice<InstanceKind>(instances[k], "kind", at, kKinds)});
   }
+  const json& routes = in.array(j, "routes", "");
+  for (std::size_t k = 0; k < routes.size(); ++k) {
+    const json& r = routes[k];
+    const std::string at = indexed("routes", k);
+    plan.routes.push_back({in.small(r, "src_rank", at, 0), in.small(r, "instance", at, 0),
+                           in.integer(r, "tokens", at, 0, kMaxPlanTokens), in.choice<Carrier>(r, "carrier", at, kCarriers),
+                           in.small(r, "via_gpu", at), in.small(r, "stage", at)});
+  }
+  const json& transfers = in.array(j, "transfers", "");
+  for (std::size_t k = 0; k < transfers.size(); ++k) {
+    const json& t = transfers[k];
+    const std::string at = indexed("transfers", k);
+    plan.transfers.push_back({in.choice<TransferKind>(t, "kind", at, kTransferKinds),
+                              in.choice<PassKind>(t, "pass", at, kPasses), in.small(t, "instance", at, 0),
+                              in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
+                              in.integer(t, "bytes", at, 0, kMaxPlanBytes),
+                              in.choice<Carrier>(t, "carrier", at, kCarriers)});
+  }
+  const json& order = in.array(j, "gemm_order", "");
+  for (std::size_t g = 0; g < order.size(); ++g) {
+    const std::string at = indexed("gemm_order", g);
+    std::vector<GemmGroup> groups;
+    for (std::size_t k = 0; k < json_array(order[g], file, in.at(at)).size(); ++k) {
+      const std::string group_at = at + "[" + std::to_string(k) + "]";
+      const json& ids = json_array(order[g][k], file, in.at(group_at));
+      GemmGroup group{static_cast<int>(g), {}};
+      for (std::size_t m = 0; m < ids.size(); ++m)
+        group.instances.push_back(static_cast<int>(json_integer(ids[m], 0, std::numeric_limits<int>::max(), file,
+                                                                 in.at(group_at + "[" + std::to_string(m) + "]"))));
+      groups.push_back(std::move(group));
+    }
+    plan.gemm_order.push_back(std::move(groups));
+  }
+  const json& planner = in.member(j, "planner", "");
+  plan.planner.site = in.choice<PlannerSite>(planner, "site", "planner", kSites);
+  plan.planner.duration_ps = in.integer(planner, "duration_ps", "planner", 0, kMaxPlannerDuration_ps);
+  plan.planner.start = in.choice<PlannerStart>(planner, "start", "planner", kStarts);
+  plan.planner.d2h_bytes = in.integer(planner, "d2h_bytes", "planner", 0, kMaxPlanBytes);
+  if (const auto defect = find_plan_defect(plan, 0)) in.fail(defect->place, defect->message);
+  return plan;
 }
 
 }  // namespace epsim

@@ -11,7 +11,10 @@
 namespace epsim {
 
 nlohmann::json plan_to_json(const Plan& plan);
-/// `where` names the source (file and position) for InputError messages.
-Plan plan_from_json(const nlohmann::json& json, const std::string& where);
+/// Reads and checks one plan: every field present with a value of its type and range (an integer
+/// field refuses a fraction), and no structural defect (find_plan_defect without the model). Any
+/// defect throws InputError(file, "PLACE, KEY.PATH", what was expected), `place` locating the plan in
+/// `file` ("line 3"; empty for a whole-file plan).
+Plan plan_from_json(const nlohmann::json& json, const std::string& file, const std::string& place);
 
 }  // namespace epsim

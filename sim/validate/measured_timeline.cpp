@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 
 namespace epsim {
 
@@ -36,30 +37,8 @@ void expect_keys(const json& object, const std::vector<std::string>& keys, const
   }
 }
 
-std::int64_t integer(const json& j, std::int64_t lo, std::int64_t hi, const std::string& file,
-                     const std::string& place) {
-  if (!j.is_number_integer())
-    throw InputError(file, place,
-                     std::string("expected an integer, found ") + (j.is_number() ? "a fraction" : type_name(j)));
-  std::int64_t v = 0;
-  if (j.is_number_unsigned()) {
-    const auto u = j.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw InputError(file, place, "integer out of range");
-    v = static_cast<std::int64_t>(u);
-  } else {
-    v = j.get<std::int64_t>();
-  }
-  if (v < lo || v > hi)
-    throw InputError(
-        file, place,
-        "value " + std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
-
 std::string text(const json& j, bool non_empty, const std::string& file, const std::string& place) {
-  if (!j.is_string()) throw InputError(file, place, std::string("expected a string, found ") + type_name(j));
-  std::string s = j.get<std::string>();
+  std::string s = json_string(j, file, place);
   if (non_empty && s.empty()) throw InputError(file, place, "empty string");
   return s;
 }
@@ -67,7 +46,7 @@ std::string text(const json& j, bool non_empty, const std::string& file, const s
 TimelineEvent read_event(const json& j, const std::string& file, const std::string& place) {
   expect_keys(j, {"gpu", "track", "pass", "name", "start_ps", "end_ps", "bytes"}, file, place);
   TimelineEvent e;
-  e.gpu = static_cast<int>(integer(j["gpu"], 0, 1 << 20, file, place + ".gpu"));
+  e.gpu = static_cast<int>(json_integer(j["gpu"], 0, 1 << 20, file, place + ".gpu"));
   const std::string track = text(j["track"], true, file, place + ".track");
   if (!track_from_string(track, e.track))
     throw InputError(
@@ -82,16 +61,12 @@ TimelineEvent read_event(const json& j, const std::string& file, const std::stri
     throw InputError(file, place + ".pass", "unknown pass '" + pass + "' (forward, backward)");
   e.name = text(j["name"], true, file, place + ".name");
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  e.start_ps = integer(j["start_ps"], 0, max, file, place + ".start_ps");
-  e.end_ps = integer(j["end_ps"], 0, max, file, place + ".end_ps");
+  e.start_ps = json_integer(j["start_ps"], 0, max, file, place + ".start_ps");
+  e.end_ps = json_integer(j["end_ps"], 0, max, file, place + ".end_ps");
   if (e.end_ps < e.start_ps)
     throw InputError(file, place + ".end_ps",
                      "end_ps " + std::to_string(e.end_ps) + " before start_ps " + std::to_string(e.start_ps));
-  const json& bytes = j["bytes"];
-  if (!bytes.is_number())
-    throw InputError(file, place + ".bytes", std::string("expected a number, found ") + type_name(bytes));
-  e.bytes = bytes.get<double>();
-  if (!(e.bytes >= 0) || e.bytes > 1e18) throw InputError(file, place + ".bytes", "bytes must be in [0, 1e18]");
+  e.bytes = json_number(j["bytes"], 0, 1e18, file, place + ".bytes");
   return e;
 }
 
@@ -114,7 +89,7 @@ MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string&
   if (format != kMeasuredTimelineFormat)
     throw InputError(file, "format",
                      "format '" + format + "' is not '" + kMeasuredTimelineFormat + "' (not a measured timeline)");
-  const std::int64_t version = integer(doc["version"], 0, 1 << 30, file, "version");
+  const std::int64_t version = json_integer(doc["version"], 0, 1 << 30, file, "version");
   if (version != kMeasuredTimelineVersion)
     throw InputError(file, "version",
                      "measured-timeline version " + std::to_string(version) +
@@ -123,8 +98,7 @@ MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string&
   MeasuredTimeline out;
   out.gpu_name = text(doc["gpu_name"], true, file, "gpu_name");
   const json& records = doc["records"];
-  if (!records.is_array())
-    throw InputError(file, "records", std::string("expected an array, found ") + type_name(records));
+  json_array(records, file, "records");
   if (records.empty()) throw InputError(file, "records", "no records");
   std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen;
   const std::int64_t u32 = std::numeric_limits<std::uint32_t>::max();
@@ -133,16 +107,15 @@ MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string&
     const json& jr = records[r];
     expect_keys(jr, {"step", "micro_batch", "layer", "events"}, file, place);
     MeasuredRecord rec;
-    rec.step = static_cast<std::uint32_t>(integer(jr["step"], 0, u32, file, place + ".step"));
-    rec.micro_batch = static_cast<std::uint32_t>(integer(jr["micro_batch"], 0, u32, file, place + ".micro_batch"));
-    rec.layer = static_cast<std::uint32_t>(integer(jr["layer"], 0, u32, file, place + ".layer"));
+    rec.step = static_cast<std::uint32_t>(json_integer(jr["step"], 0, u32, file, place + ".step"));
+    rec.micro_batch = static_cast<std::uint32_t>(json_integer(jr["micro_batch"], 0, u32, file, place + ".micro_batch"));
+    rec.layer = static_cast<std::uint32_t>(json_integer(jr["layer"], 0, u32, file, place + ".layer"));
     if (!seen.insert({rec.step, rec.micro_batch, rec.layer}).second)
       throw InputError(file, place,
                        "duplicate record (step " + std::to_string(rec.step) + ", micro_batch " +
                            std::to_string(rec.micro_batch) + ", layer " + std::to_string(rec.layer) + ")");
     const json& events = jr["events"];
-    if (!events.is_array())
-      throw InputError(file, place + ".events", std::string("expected an array, found ") + type_name(events));
+    json_array(events, file, place + ".events");
     if (events.empty()) throw InputError(file, place + ".events", "no events");
     for (std::size_t i = 0; i < events.size(); ++i)
       rec.events.push_back(read_event(events[i], file, place + ".events[" + std::to_string(i) + "]"));
@@ -156,13 +129,8 @@ MeasuredTimeline read_measured_timeline(const std::string& path) {
   if (!in) throw InputError(path, "", "cannot open file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(path, "byte " + std::to_string(e.byte), std::string("not valid JSON: ") + e.what());
-  }
-  return measured_timeline_from_json(doc, path);
+  if (in.bad()) throw InputError(path, "", "read error");
+  return measured_timeline_from_json(parse_json(buffer.str(), path), path);
 }
 
 json measured_timeline_to_json(const MeasuredTimeline& timeline) {

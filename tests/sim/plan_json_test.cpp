@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "sim/core/input_error.hpp"
 #include "sim/plan/plan_json.hpp"
 
@@ -16,12 +20,12 @@ TEST_CASE("a Plan survives JSON both ways, every field") {
   plan.instances = {{0, 0, InstanceKind::static_expert}, {0, 1, InstanceKind::dynamic_expert},
                     {1, 1, InstanceKind::replica}};
   plan.routes = {{0, 0, 5, Carrier::none, -1, 0}, {1, 1, 7, Carrier::copy_engine, 0, 1},
-                 {0, 2, 9, Carrier::ep_backend, -1, -1}};
+                 {1, 2, 9, Carrier::none, -1, -1}};
   plan.transfers = {{TransferKind::gradients, PassKind::backward, 1, 1, 0, 1234, Carrier::copy_engine}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   plan.planner = {PlannerSite::host_cpu, 3'000'000, PlannerStart::after_dispatch, 64};
 
-  const Plan back = plan_from_json(plan_to_json(plan), "test");
+  const Plan back = plan_from_json(plan_to_json(plan), "test", "");
   CHECK(plan_to_json(back) == plan_to_json(plan));
   CHECK(back.routes[1].via_gpu == 0);
   CHECK(back.routes[1].stage == 1);
@@ -36,14 +40,100 @@ TEST_CASE("a plan of another version or with a bad field is refused with its pla
   plan.gemm_order = {{}};
   nlohmann::json j = plan_to_json(plan);
   j["version"] = 99;
-  CHECK_THROWS_AS(plan_from_json(j, "plans.jsonl:1"), InputError);
+  CHECK_THROWS_WITH_AS(plan_from_json(j, "plans.jsonl", "line 1"),
+                       "plans.jsonl:line 1, version: plan version 99 is not supported (expected 1)", InputError);
   j = plan_to_json(plan);
   j["planner"]["site"] = "moon";
-  try {
-    plan_from_json(j, "plans.jsonl:4");
-    FAIL("accepted");
-  } catch (const InputError& e) {
-    CHECK(std::string(e.what()).find("plans.jsonl:4") != std::string::npos);
-    CHECK(std::string(e.what()).find("moon") != std::string::npos);
+  CHECK_THROWS_WITH_AS(plan_from_json(j, "plans.jsonl", "line 4"),
+                       "plans.jsonl:line 4, planner.site: unknown value \"moon\" (expected none, host_cpu, gpu)",
+                       InputError);
+}
+
+namespace {
+
+/// Two GPUs, one instance each, one route 0 -> 1, one Copy Engine weight transfer: every list of a
+/// plan holds an entry to break.
+nlohmann::json two_gpu_json() {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 2;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::dynamic_expert}};
+  plan.routes = {{0, 1, 5, Carrier::ep_backend, -1, 0}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 1000, Carrier::copy_engine}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {1}}}};
+  return plan_to_json(plan);
+}
+
+}  // namespace
+
+TEST_CASE("a structurally impossible plan is refused by the reader, naming the key and what was expected") {
+  struct Case {
+    const char* pointer;  ///< JSON pointer of the value to replace
+    nlohmann::json value;
+    const char* expect;  ///< the whole message after "p.jsonl:line 7, "
+  };
+  const std::vector<Case> cases = {
+      {"/routes/0/instance", 2, "routes[0].instance: value 2 outside [0, 2) (the plan's instances)"},
+      {"/routes/0/instance", -1, "routes[0].instance: value -1 outside [0, 2147483647]"},
+      {"/routes/0/src_rank", 2, "routes[0].src_rank: value 2 outside [0, 2) (num_gpus)"},
+      {"/routes/0/tokens", -5, "routes[0].tokens: value -5 outside [0, 1099511627776]"},
+      {"/routes/0/tokens", 2.5, "routes[0].tokens: expected an integer, found a fraction: 2.5"},
+      {"/routes/0/via_gpu", -2, "routes[0].via_gpu: value -2 outside [-1, 2147483647]"},
+      {"/routes/0/via_gpu", 2, "routes[0].via_gpu: value 2 outside [-1, 2) (-1 for none, or a GPU)"},
+      {"/routes/0/stage", 1, "routes[0].stage: value 1 outside [-1, 1) (exchange_stages)"},
+      {"/routes/0/carrier", "none", "routes[0].carrier: carrier 'none' for tokens that change GPU"},
+      {"/instances/1/gpu", 2, "instances[1].gpu: value 2 outside [0, 2) (num_gpus)"},
+      {"/instances/1/expert", 1e10, "instances[1].expert: value 10000000000 outside [0, 2147483647]"},
+      {"/instances/1/expert", 65536, "instances[1].expert: value 65536 outside [0, 65536)"},
+      {"/transfers/0/instance", 5, "transfers[0].instance: value 5 outside [0, 2) (the plan's instances)"},
+      {"/transfers/0/dst_gpu", 3, "transfers[0].dst_gpu: value 3 outside [0, 2) (num_gpus)"},
+      {"/transfers/0/bytes", -1, "transfers[0].bytes: value -1 outside [0, 1125899906842624]"},
+      {"/num_gpus", 0, "num_gpus: value 0 outside [1, 65536]"},
+      {"/num_gpus", 1e300, "num_gpus: value 1e+300 outside [1, 65536]"},
+      {"/num_gpus", 3, "gemm_order: has 2 lists, expected one per GPU (3)"},
+      {"/num_gpus", 2.5, "num_gpus: expected an integer, found a fraction: 2.5"},
+      {"/exchange_stages", 0, "exchange_stages: value 0 outside [1, 1048576]"},
+      {"/step", 4294967296.0, "step: value 4294967296 outside [0, 4294967295]"},
+      {"/step", "3", "step: expected an integer, found the string \"3\""},
+      {"/gemm_order/1/0/0", 0, "gemm_order[1][0][0]: instance 0 lives on GPU 0, not on GPU 1"},
+      {"/gemm_order/1/0/0", 9, "gemm_order[1][0][0]: value 9 outside [0, 2) (the plan's instances)"},
+      {"/gemm_order/1/0", nlohmann::json::array(), "gemm_order: instance 1 is in no GEMM group"},
+      {"/gemm_order/0/0", nlohmann::json::array({0, 0}), "gemm_order[0][0][1]: instance 0 is in a second GEMM group"},
+      {"/gemm_order/0", 7, "gemm_order[0]: expected an array, found a number"},
+      {"/instances", nlohmann::json::object(), "instances: expected an array, found an object"},
+      {"/planner/duration_ps", -1, "planner.duration_ps: value -1 outside [0, 3600000000000000]"},
+      {"/planner/d2h_bytes", 1.5, "planner.d2h_bytes: expected an integer, found a fraction: 1.5"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.pointer);
+    nlohmann::json j = two_gpu_json();
+    REQUIRE_NOTHROW(plan_from_json(j, "p.jsonl", "line 7"));
+    j[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    CHECK_THROWS_WITH_AS(plan_from_json(j, "p.jsonl", "line 7"), (std::string("p.jsonl:line 7, ") + c.expect).c_str(),
+                         InputError);
   }
+  nlohmann::json j = two_gpu_json();
+  j.erase("routes");
+  CHECK_THROWS_WITH_AS(plan_from_json(j, "p.jsonl", "line 7"), "p.jsonl:line 7: missing key 'routes'", InputError);
+  CHECK_THROWS_WITH_AS(plan_from_json(nlohmann::json::array(), "p.jsonl", "line 7"),
+                       "p.jsonl:line 7: expected a plan (a JSON object)", InputError);
+}
+
+TEST_CASE("the balancers' check and the reader's are one: validate_plan names the same defect") {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 1;
+  plan.instances = {{0, 0, InstanceKind::static_expert}};
+  plan.routes = {{0, 3, 5, Carrier::none, -1, 0}};
+  plan.gemm_order = {{{0, {0}}}};
+  CHECK_THROWS_WITH_AS(validate_plan(plan, 1),
+                       "invalid plan from balancer 'hand' (step 0, micro-batch 0, layer 0): routes[0].instance: value "
+                       "3 outside [0, 1) (the plan's instances)",
+                       std::logic_error);
+  plan.routes[0].instance = 0;
+  CHECK_NOTHROW(validate_plan(plan, 1));
+  // With the model known, the expert id is checked against its experts.
+  plan.instances[0].expert = 1;
+  CHECK_THROWS_WITH_AS(validate_plan(plan, 1), doctest::Contains("instances[0].expert: value 1 outside [0, 1)"),
+                       std::logic_error);
 }

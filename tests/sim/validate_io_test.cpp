@@ -81,7 +81,7 @@ TEST_CASE("the simulator's own timeline round-trips through the measured format"
 }
 
 TEST_CASE("malformed measured timelines are refused with the file and the place") {
-  expect_refused(R"({"format": "epsim-measured-timeline", "version": 1,)", "byte 52", "not valid JSON");
+  expect_refused(R"({"format": "epsim-measured-timeline", "version": 1,)", "line 1, column 52", "invalid JSON");
   expect_refused("[]", "", "expected an object");
   expect_refused(replaced(kGood, "epsim-measured-timeline", "epsim-plan"), "format", "not a measured timeline");
   expect_refused(replaced(kGood, R"("version": 1)", R"("version": 2)"), "version", "version 2 is not supported");
@@ -104,6 +104,12 @@ TEST_CASE("malformed measured timelines are refused with the file and the place"
    {"gpu": 0, "track": "compute", "pass": "forward", "name": "gemm fwd", "start_ps": 0, "end_ps": 1, "bytes": 0}]},)"),
                  "records[1]", "duplicate record (step 0, micro_batch 1, layer 2)");
   expect_refused(replaced(kGood, R"("events": [)", R"("events": [], "x": [)"), "records[0]", "unknown key 'x'");
+  expect_refused(replaced(kGood, R"("start_ps": 1000)", R"("start_ps": 1e400)"), "line 3, column 90",
+                 "invalid JSON: number overflow parsing '1e400'");
+  expect_refused(replaced(kGood, R"("start_ps": 1000)", R"("start_ps": 1e300)"), "records[0].events[0].start_ps",
+                 "value 1e+300 outside [0, 9223372036854775807]");
+  expect_refused(replaced(kGood, R"("start_ps": 1000)", R"("start_ps": 9223372036854775808)"),
+                 "records[0].events[0].start_ps", "value 9223372036854775808 outside [0, 9223372036854775807]");
   const auto missing = (test::scratch_dir("validate_missing") / "nothing.json").string();
   CHECK_THROWS_AS(read_measured_timeline(missing), InputError);
 }
@@ -132,7 +138,7 @@ TEST_CASE("plans.jsonl: one plan a line; bad lines and repeated records are refu
     read_plans_jsonl(path);
     FAIL("accepted bad JSON");
   } catch (const InputError& e) {
-    CHECK(e.place().rfind("line 2, byte", 0) == 0);
+    CHECK(e.place() == "line 2, column 13");
   }
   std::ofstream(path) << "\n";
   CHECK_THROWS_AS(read_plans_jsonl(path), InputError);
@@ -211,4 +217,35 @@ TEST_CASE("the fixture: a synthetic measurement with known factors per kind is r
   CHECK(r.goals.gemm_median_abs_error == doctest::Approx(1 - 1 / 1.03).epsilon(1e-5));
   CHECK(r.goals.copy_median_abs_error == doctest::Approx(1 - 1 / 1.04).epsilon(1e-5));
   CHECK(r.goals.met());
+}
+
+TEST_CASE("plans.jsonl: an impossible plan, a huge number or deep nesting is refused with file, line and key") {
+  const auto dir = test::scratch_dir("validate_plans_bad");
+  const auto path = (dir / "plans.jsonl").string();
+  const nlohmann::json good = plan_to_json(test::validation_plan());
+  const auto refused = [&](const std::string& second_line) {
+    std::ofstream(path) << good.dump() << "\n" << second_line << "\n";
+    try {
+      read_plans_jsonl(path);
+    } catch (const InputError& e) {
+      CHECK(e.file() == path);
+      return std::string(e.what()).substr(path.size() + 1);
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json bad = good;
+  bad["micro_batch"] = 1;
+  bad["routes"][0]["instance"] = bad["instances"].size();
+  CHECK(refused(bad.dump()) == "line 2, routes[0].instance: value " + std::to_string(good["instances"].size()) +
+                                   " outside [0, " + std::to_string(good["instances"].size()) +
+                                   ") (the plan's instances)");
+  bad = good;
+  bad["micro_batch"] = 1.5;
+  CHECK(refused(bad.dump()) == "line 2, micro_batch: expected an integer, found a fraction: 1.5");
+  std::string text = good.dump();
+  text.replace(text.find("\"micro_batch\":0"), 15, "\"micro_batch\":1e400");
+  CHECK(refused(text).rfind("line 2, column ", 0) == 0);
+  CHECK(refused(text).find("invalid JSON: number overflow parsing '1e400'") != std::string::npos);
+  CHECK(refused(std::string(100000, '[') + std::string(100000, ']')) ==
+        "line 2, column 65: invalid JSON: arrays and objects nested deeper than 64 levels");
 }

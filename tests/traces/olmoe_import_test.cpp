@@ -134,3 +134,52 @@ TEST_CASE("olmoe-counts: a real OLMoE profile when ../shared/traces-raw is prese
   while (reader.next(r)) ++records;
   CHECK(records == 6);
 }
+
+TEST_CASE("olmoe-counts: huge numbers, fractions and deep nesting are refused with their place") {
+  const auto dir = epsim::test::scratch_dir("olmoe_numbers");
+  const std::string bad = (dir / "bad.counts.json").string();
+  const std::string out = (dir / "o.eptrace").string();
+  OlmoeImportOptions o;
+  o.ranks = 2;
+  o.tokens_per_rank = 4;
+  struct Case {
+    std::string text;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      // The number spans columns 17 to 21 of line 2; the parser stops at its last character.
+      {"{\"layers\": [0],\n \"num_experts\": 1e400, \"top_k_counted\": 1, \"counts\": [[5, 2, 1]]}",
+       "bad.counts.json:line 2, column 21: invalid JSON: number overflow parsing '1e400'"},
+      {"{\"layers\": [0], \"num_experts\": 3.5, \"top_k_counted\": 1, \"counts\": [[5, 2, 1]]}",
+       "bad.counts.json:num_experts: expected an integer, found a fraction: 3.5"},
+      {"{\"layers\": [1e300], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5, 2, 1]]}",
+       "bad.counts.json:layers[0]: value 1e+300 outside [0, 4294967295]"},
+      {"{\"layers\": [0], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5, 2.5, 1]]}",
+       "bad.counts.json:counts[0][1]: expected an integer, found a fraction: 2.5"},
+      {"{\"layers\": [0], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5, -1e300, 1]]}",
+       "bad.counts.json:counts[0][1]: value -1e+300 outside [0, 9007199254740992]"},
+      {"{\"layers\": [0], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5, 2, 1]], \"x\": " +
+           std::string(100000, '[') + std::string(100000, ']') + "}",
+       // The object is level 1; the arrays of "x" open levels 2, 3, ... from column 83, so level 65
+       // opens at column 83 + 63 = 146.
+       "bad.counts.json:line 1, column 146: invalid JSON: arrays and objects nested deeper than 64 levels"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.expect);
+    { std::ofstream(bad) << c.text; }
+    CHECK_THROWS_WITH_AS(import_olmoe_counts(bad, o, out, false), doctest::Contains(c.expect), InputError);
+    CHECK_FALSE(fs::exists(out));
+  }
+  // Integral floating-point counts are the integers they spell: the same trace as integers give.
+  { std::ofstream(bad) << "{\"layers\": [0], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5.0, 2, 1e0]]}"; }
+  import_olmoe_counts(bad, o, out, false);
+  const std::string ints = (dir / "ints.counts.json").string();
+  const std::string ints_out = (dir / "ints.eptrace").string();
+  { std::ofstream(ints) << "{\"layers\": [0], \"num_experts\": 3, \"top_k_counted\": 1, \"counts\": [[5, 2, 1]]}"; }
+  import_olmoe_counts(ints, o, ints_out, false);
+  TraceReader a(out), b(ints_out);
+  TraceRecord ra, rb;
+  REQUIRE(a.next(ra));
+  REQUIRE(b.next(rb));
+  CHECK(ra.counts == rb.counts);
+}

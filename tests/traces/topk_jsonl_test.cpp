@@ -120,3 +120,52 @@ TEST_CASE("topk-jsonl: errors name the file and the line number") {
   const std::string in = write_lines(dir, {kHeader, R"({"layer":0,"experts":[0,1]})"});
   CHECK_THROWS_WITH_AS(import_topk_jsonl(in, 0, out, false), doctest::Contains("--ranks"), InputError);
 }
+
+TEST_CASE("topk-jsonl: a deeply nested value is refused at its line without recursing over it") {
+  // 100000 nested arrays as an expert id: dumping it into the message overflowed the stack.
+  const auto dir = epsim::test::scratch_dir("jsonl_deep");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string in = write_lines(
+      dir, {R"({"format":"epsim-topk-jsonl","version":1,"num_experts":4,"top_k":1})", R"({"layer":0,"experts":[0]})",
+            R"({"layer":0,"experts":[)" + deep + "]}"});
+  const std::string out = (dir / "out.eptrace").string();
+  // The 64th array inside the line's object is the 65th level: column 22 of `{"layer":0,"experts":[`
+  // opens level 2, so level 65 opens at column 22 + 63 = 85.
+  CHECK_THROWS_WITH_AS(import_topk_jsonl(in, 2, out, false),
+                       doctest::Contains("in.jsonl:line 3, column 85: invalid JSON: arrays and objects nested deeper "
+                                         "than 64 levels"),
+                       InputError);
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("topk-jsonl: numbers beyond a double and fractions are refused with line and key") {
+  const auto dir = epsim::test::scratch_dir("jsonl_numbers");
+  const std::string out = (dir / "out.eptrace").string();
+  struct Case {
+    std::string line;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {R"({"layer":0,"experts":[1e400,1]})", "in.jsonl:line 2, column 27: invalid JSON: number overflow"},
+      {R"({"layer":0.5,"experts":[0,1]})", "in.jsonl:line 2: \"layer\" must be an integer"},
+      {R"({"layer":0,"step":1e300,"experts":[0,1]})", "in.jsonl:line 2: \"step\" must be an integer"},
+      {R"({"layer":0,"experts":[0,1.5]})", "in.jsonl:line 2: expert id 1.5 is not an integer"},
+      {R"({"layer":0,"experts":[0,-1e300]})", "in.jsonl:line 2: expert id -1e+300 is not an integer"},
+      {R"({"layer":0,"experts":[0,"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"]})",
+       "expert id \"abcdefghijklmnopqrstuvwxyzabcdefghijklmn\"... is not"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.expect);
+    const std::string in = write_lines(dir, {kHeader, c.line});
+    CHECK_THROWS_WITH_AS(import_topk_jsonl(in, 2, out, false), doctest::Contains(c.expect), InputError);
+    CHECK_FALSE(fs::exists(out));
+  }
+  // An integral floating-point value is the integer it spells.
+  const std::string in = write_lines(dir, {kHeader, R"({"layer":2.0,"experts":[1.0,3]})"});
+  import_topk_jsonl(in, 1, out, false);
+  TraceReader reader(out);
+  CHECK(reader.header().layer_ids == std::vector<std::uint32_t>{2});
+  TraceRecord r;
+  REQUIRE(reader.next(r));
+  CHECK(r.counts == std::vector<std::uint32_t>{0, 1, 0, 1});
+}

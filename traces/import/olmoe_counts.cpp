@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 #include "traces/format/rank_slices.hpp"
 #include "traces/format/trace_writer.hpp"
-#include "traces/import/json_error_text.hpp"
 #include "traces/synth/sampled_record.hpp"
 #include "traces/synth/topk_sampler.hpp"
 
@@ -21,12 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-std::uint64_t get_uint(const json& doc, const std::string& file, const std::string& key, std::uint64_t max) {
+std::int64_t get_uint(const json& doc, const std::string& file, const std::string& key, std::int64_t max) {
   if (!doc.contains(key)) throw InputError(file, key, "missing key");
-  const json& v = doc.at(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > max)
-    throw InputError(file, key, "expected an integer between 0 and " + std::to_string(max));
-  return v.get<std::uint64_t>();
+  return json_integer(doc.at(key), 0, max, file, key);
 }
 
 std::string get_text(const json& doc, const char* key) {
@@ -49,12 +46,8 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(file, json_error_place(text, e.byte), "invalid JSON: " + json_error_reason(e));
-  }
+  if (in.bad()) throw InputError(file, "", "read error");
+  const json doc = parse_json(text, file);
   if (!doc.is_object()) throw InputError(file, "", "expected a JSON object with layers, num_experts, counts");
 
   const std::uint32_t experts = static_cast<std::uint32_t>(get_uint(doc, file, "num_experts", 65536));
@@ -65,10 +58,8 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
     throw InputError(file, "layers", "expected a non-empty array of layer ids");
   std::vector<std::uint32_t> layer_ids;
   for (std::size_t i = 0; i < doc.at("layers").size(); ++i) {
-    const json& v = doc.at("layers")[i];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > 0xffffffffull)
-      throw InputError(file, "layers[" + std::to_string(i) + "]", "expected a layer id (integer >= 0)");
-    layer_ids.push_back(v.get<std::uint32_t>());
+    layer_ids.push_back(static_cast<std::uint32_t>(
+        json_integer(doc.at("layers")[i], 0, 0xffffffffll, file, "layers[" + std::to_string(i) + "]")));
   }
   if (!doc.contains("counts") || !doc.at("counts").is_array() || doc.at("counts").size() != layer_ids.size())
     throw InputError(file, "counts",
@@ -80,9 +71,9 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
     if (!row.is_array() || row.size() != experts)
       throw InputError(file, key, "expected " + std::to_string(experts) + " counts (num_experts)");
     for (std::uint32_t e = 0; e < experts; ++e) {
-      if (!row[e].is_number_integer() || row[e].get<std::int64_t>() < 0)
-        throw InputError(file, key + "[" + std::to_string(e) + "]", "expected a count (integer >= 0)");
-      weights[l][e] = static_cast<double>(row[e].get<std::uint64_t>());
+      // Counts beyond 2^53 would lose their last digits as weights; no profile comes near.
+      weights[l][e] = static_cast<double>(
+          json_integer(row[e], 0, std::int64_t{1} << 53, file, key + "[" + std::to_string(e) + "]"));
     }
     if (count_positive(weights[l]) < top_k)
       throw InputError(file, key,

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 #include "traces/format/rank_slices.hpp"
 #include "traces/format/trace_writer.hpp"
-#include "traces/import/json_error_text.hpp"
 
 namespace epsim {
 
@@ -46,12 +46,7 @@ class JsonlLines {
     while (std::getline(in_, line)) {
       ++line_no_;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      try {
-        out = json::parse(line);
-      } catch (const json::parse_error& e) {
-        throw InputError(path_, place() + ", column " + std::to_string(e.byte == 0 ? 1 : e.byte),
-                         "invalid JSON: " + json_error_reason(e));
-      }
+      out = parse_json(line, path_, line_no_);
       if (!out.is_object()) fail("expected one JSON object per line");
       return true;
     }
@@ -68,11 +63,12 @@ class JsonlLines {
   std::uint64_t line_no_ = 0;
 };
 
-std::uint32_t get_u32(const JsonlLines& lines, const json& obj, const char* key, std::uint64_t max) {
-  const json& v = obj.at(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > max)
-    lines.fail(std::string("\"") + key + "\" must be an integer between 0 and " + std::to_string(max));
-  return v.get<std::uint32_t>();
+std::uint32_t get_u32(const JsonlLines& lines, const json& obj, const char* key, std::uint32_t max) {
+  const auto v = json_integer_if(obj.at(key), 0, max);
+  if (!v)
+    lines.fail(std::string("\"") + key + "\" must be an integer between 0 and " + std::to_string(max) + ", found " +
+               json_excerpt(obj.at(key)));
+  return static_cast<std::uint32_t>(*v);
 }
 
 JsonlHeader parse_header(JsonlLines& lines) {
@@ -97,9 +93,9 @@ JsonlHeader parse_header(JsonlLines& lines) {
     const json& ids = h.at("layer_ids");
     if (!ids.is_array() || ids.empty()) lines.fail("\"layer_ids\" must be a non-empty array of integers");
     for (const json& v : ids) {
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() > 0xffffffffull)
-        lines.fail("\"layer_ids\" must hold integers >= 0");
-      out.layer_ids.push_back(v.get<std::uint32_t>());
+      const auto id = json_integer_if(v, 0, 0xffffffffll);
+      if (!id) lines.fail("\"layer_ids\" must hold integers between 0 and 4294967295, found " + json_excerpt(v));
+      out.layer_ids.push_back(static_cast<std::uint32_t>(*id));
     }
     std::vector<std::uint32_t> sorted = out.layer_ids;
     std::sort(sorted.begin(), sorted.end());
@@ -124,10 +120,11 @@ void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h,
                std::to_string(h.top_k));
   out.experts.clear();
   for (const json& v : ids) {
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::uint64_t>() >= h.experts)
-      lines.fail("expert id " + v.dump() + " is not an integer in [0, num_experts = " + std::to_string(h.experts) +
-                 ")");
-    const std::uint16_t e = static_cast<std::uint16_t>(v.get<std::uint32_t>());
+    const auto id = json_integer_if(v, 0, static_cast<std::int64_t>(h.experts) - 1);
+    if (!id)
+      lines.fail("expert id " + json_excerpt(v) + " is not an integer in [0, num_experts = " +
+                 std::to_string(h.experts) + ")");
+    const auto e = static_cast<std::uint16_t>(*id);
     if (std::find(out.experts.begin(), out.experts.end(), e) != out.experts.end())
       lines.fail("expert " + std::to_string(e) + " appears twice in \"experts\"");
     out.experts.push_back(e);
