@@ -62,6 +62,10 @@ void LayerRun::build_groups() {
     group.input_stage = std::max(group.input_stage, r.stage);
     add_stage(group, r.stage);
   }
+  // Each stage's byte matrix reads only its own routes, so that many stages do not multiply the work.
+  routes_of_stage_.assign(static_cast<std::size_t>(stages_), {});
+  for (std::size_t index = 0; index < plan_.routes.size(); ++index)
+    if (plan_.routes[index].stage >= 0) routes_of_stage_[static_cast<std::size_t>(plan_.routes[index].stage)].push_back(index);
   ce_weights_pending_.assign(plan_.instances.size(), 0);
   for (const Transfer& t : plan_.transfers) {
     if (t.pass != PassKind::forward || t.bytes <= 0) continue;
@@ -98,8 +102,9 @@ void LayerRun::init_nodes() {
 
 std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse) const {
   std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
-  for (const TokenRoute& r : plan_.routes) {
-    if (r.stage != stage || r.tokens <= 0) continue;
+  for (const std::size_t index : routes_of_stage_[static_cast<std::size_t>(stage)]) {
+    const TokenRoute& r = plan_.routes[index];
+    if (r.tokens <= 0) continue;
     const int dst = plan_.instances[r.instance].gpu;
     // The EP leg: to the intermediate GPU of a two-phase route, or straight to the instance.
     int to = -1;
@@ -153,6 +158,8 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
 
   p.comm_cursor.assign(n_, 0);
   p.comm_busy.assign(n_, false);
+  p.pumping.assign(n_, false);
+  p.pump_again.assign(n_, false);
   p.stage_in.assign(n_, std::vector<bool>(stages_, false));
   p.weights_in.assign(n_, false);
   p.compute_cursor.assign(n_, 0);
@@ -170,12 +177,21 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
 
 void LayerRun::pump_comm(Pass which, int gpu) {
   PassState& p = state(which);
-  if (p.comm_busy[gpu] || p.comm_cursor[gpu] >= p.ops.size()) return;
-  const CommOp& op = p.ops[p.comm_cursor[gpu]];
-  if (op.kind == OpKind::combine && p.combine_block[gpu][op.stage] > 0) return;
-  if (op.kind == OpKind::gradients && wgrads_left_[gpu] > 0) return;
-  p.comm_busy[gpu] = true;
-  op.collective->start(gpu);
+  // A part with nothing to move ends inside start(), and its end pumps this stream again. That last
+  // step of comm_part_done is left to this loop (it sets pump_again) instead of nesting a call per
+  // operation: a plan may have hundreds of thousands of empty stages.
+  const bool outer = p.pumping[gpu];
+  p.pumping[gpu] = true;
+  do {
+    p.pump_again[gpu] = false;
+    if (p.comm_busy[gpu] || p.comm_cursor[gpu] >= p.ops.size()) break;
+    const CommOp& op = p.ops[p.comm_cursor[gpu]];
+    if (op.kind == OpKind::combine && p.combine_block[gpu][op.stage] > 0) break;
+    if (op.kind == OpKind::gradients && wgrads_left_[gpu] > 0) break;
+    p.comm_busy[gpu] = true;
+    op.collective->start(gpu);
+  } while (p.pump_again[gpu]);
+  p.pumping[gpu] = outer;
 }
 
 void LayerRun::comm_part_done(Pass which, int gpu, std::size_t index) {
@@ -192,7 +208,8 @@ void LayerRun::comm_part_done(Pass which, int gpu, std::size_t index) {
   if (which == Pass::forward) pump_forward_compute(gpu);
   else pump_backward_compute(gpu);
   if (p.comm_cursor[gpu] == p.ops.size()) close(which);
-  pump_comm(which, gpu);
+  if (p.pumping[gpu]) p.pump_again[gpu] = true;  // ended inside start(): the pump loop goes on
+  else pump_comm(which, gpu);
 }
 
 void LayerRun::dispatch_complete(Pass which, int gpu) {

@@ -69,6 +69,8 @@ class LayerRun {
     std::vector<CommOp> ops;
     std::vector<std::size_t> comm_cursor;   ///< per GPU: next op
     std::vector<bool> comm_busy;            ///< per GPU: its part of ops[comm_cursor] is running
+    std::vector<bool> pumping;              ///< per GPU: pump_comm is on the stack
+    std::vector<bool> pump_again;           ///< per GPU: a part ended inside pump_comm's start()
     std::vector<std::vector<bool>> stage_in;  ///< [gpu][stage]: dispatch stage done there
     std::vector<std::vector<int>> combine_block;  ///< [gpu][stage]: inputs the combine still needs
     std::vector<int> ce_pending;            ///< per group: token copies still arriving
@@ -111,6 +113,7 @@ class LayerRun {
   std::vector<Group> groups_;
   std::vector<std::vector<int>> groups_of_;  ///< per GPU, group ids in plan order
   std::vector<CeLeg> ce_legs_;
+  std::vector<std::vector<std::size_t>> routes_of_stage_;  ///< per exchange stage, its routes in plan order
   std::vector<int> ce_weights_pending_;      ///< per instance: Copy Engine weight copies still arriving
   std::vector<bool> planner_ready_;          ///< per node
   std::vector<int> node_dispatch_left_;      ///< per node: GPUs whose dispatch is not done yet

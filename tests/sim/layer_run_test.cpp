@@ -113,3 +113,28 @@ TEST_CASE("two-phase dispatch: EP to the home GPU, planner on the host, Copy Eng
   // lost, wgrad ends at 407.2; its gradients go home by Copy Engine: 2 + 20 us -> 429.2 us.
   CHECK(r.backward_ps == 429 * us + 200'000);
 }
+
+TEST_CASE("200000 exchange stages run without one nested call per stage") {
+  // Stages 0..199998 carry nothing and pass through at once; only the last one moves tokens. Each
+  // stage that ends at once used to start the next from inside its own completion, one stack frame
+  // chain per stage, until the stack overflowed.
+  const HardwareSpec hw = test::simple_hardware();
+  const ModelSpec model = test::simple_model();
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 2;
+  plan.exchange_stages = 200'000;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert}};
+  plan.routes = {{0, 1, 10, Carrier::ep_backend, -1, 199'999}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {1}}}};
+  validate_plan(plan, 2, 2);
+  const LayerResult r = simulate_layer(hw, model, plan, {10, 0}, /*backward=*/true);
+  // Dispatch 0 -> 1: 10 tokens * 1000 bytes at 0.1 B/ps = 0.1 us + 1 us latency = 1.1 us; GPU 1
+  // computes them in 20 us (21.1 us); the combine brings them back in 1.1 us: 22.2 us.
+  CHECK(r.gemm_finish_fwd_ps[1] == 21 * us + 100'000);
+  CHECK(r.forward_ps == 22 * us + 200'000);
+  // Backward: gradient dispatch 1.1 us, data gradient 20 us (21.1), weight gradient 20 us, slowed by
+  // the gradient combine's kernel holding 20 of 100 SMs from 21.1 to 22.2 us (0.22 us lost): 41.32 us.
+  CHECK(r.backward_ps == 41 * us + 320'000);
+  CHECK(r.ep_token_bytes == doctest::Approx(4e4));  // 1e4 bytes each way, both passes
+}
