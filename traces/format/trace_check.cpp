@@ -67,6 +67,14 @@ std::string check_trace_record(const TraceRecord& r, const TraceHeader& h, std::
   if (r.counts.size() != cells)
     return "count matrix has " + std::to_string(r.counts.size()) +
            " entries, expected num_ranks * num_experts = " + std::to_string(cells);
+  if (h.has_token_ids && num_tokens > L::kMaxRecordTokens)
+    return "the record has " + std::to_string(num_tokens) + " tokens with token ids, more than the format's limit of " +
+           std::to_string(L::kMaxRecordTokens);
+  const std::uint64_t bytes = L::kRecordFixedBytes + 4ull * cells + L::kChecksumBytes +
+                              (h.has_token_ids ? num_tokens * (4ull + 2ull * h.top_k) : 0);
+  if (bytes > L::kMaxRecordBytes)
+    return "a record of " + std::to_string(bytes) + " bytes exceeds the format's limit of " +
+           std::to_string(L::kMaxRecordBytes) + " bytes";
   const std::uint64_t assignments = record_assignments(r);
   if (!h.has_token_ids) {
     if (!r.token_src_rank.empty() || !r.token_experts.empty())

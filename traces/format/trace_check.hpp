@@ -15,7 +15,8 @@ namespace epsim {
 /// layer and no id twice, version == 1, strings not longer than the limit.
 std::string check_trace_header(const TraceHeader& header);
 
-/// The record against the header: layer index, matrix size, and
+/// The record against the header: layer index, matrix size, the format's limits on tokens and bytes
+/// per record, and
 ///  - with token ids: arrays of num_tokens and num_tokens * top_k entries, every source rank
 ///    < num_ranks, every expert id < num_experts and distinct within its token, and the count matrix
 ///    equal to the histogram of the tokens (so each row sums to that rank's tokens * top_k);

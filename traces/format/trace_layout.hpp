@@ -21,12 +21,18 @@ constexpr std::uint64_t kChecksumBytes = 8;
 /// End block: marker, u64 record count, u64 checksum.
 constexpr std::uint64_t kEndBytes = 20;
 
-// Limits that keep a corrupt or hostile header from asking for absurd allocations.
-constexpr std::uint32_t kMaxRanks = 1u << 20;
+// Limits that keep a corrupt or hostile file from asking for absurd allocations. A file's real length
+// is no guard on its own (a sparse file can declare and "hold" terabytes of zeros), so every size is
+// also held to these limits before anything is allocated for it.
+constexpr std::uint32_t kMaxRanks = 1u << 16;  ///< as many as the largest cluster epsim simulates
 constexpr std::uint32_t kMaxExperts = 65536;  ///< expert ids are stored as uint16
 constexpr std::uint32_t kMaxTopK = 1024;
-constexpr std::uint32_t kMaxLayers = 1u << 20;
-constexpr std::uint64_t kMaxMatrixCells = 1ull << 28;  ///< ranks * experts
+constexpr std::uint32_t kMaxLayers = 1u << 16;
+constexpr std::uint64_t kMaxMatrixCells = 1ull << 24;  ///< ranks * experts: 64 MiB of counts per record
 constexpr std::uint32_t kMaxStringBytes = 1u << 20;
+/// Tokens of a record that carries token ids (each costs 4 + 2 * top_k bytes).
+constexpr std::uint32_t kMaxRecordTokens = 1u << 24;
+/// One record's bytes, count matrix and token arrays included.
+constexpr std::uint64_t kMaxRecordBytes = 1ull << 28;
 
 }  // namespace epsim::trace_layout

@@ -169,8 +169,18 @@ bool TraceReader::next(TraceRecord& record) {
   if (remaining < L::kRecordFixedBytes) truncated(start, name, min_size, true);
   read_into(4, L::kRecordFixedBytes - 4);
   const std::uint32_t num_tokens = get_u32(&bytes_[16]);
+  // Sizes are checked against the limits before the file's length: a sparse file can be as long as
+  // it claims, and the record's bytes are allocated next.
+  if (header_.has_token_ids && num_tokens > L::kMaxRecordTokens)
+    fail(name + " at " + at_byte(start + 16), "declares " + std::to_string(num_tokens) +
+                                                  " tokens with token ids, more than the format's limit of " +
+                                                  std::to_string(L::kMaxRecordTokens));
   std::uint64_t size = min_size;
   if (header_.has_token_ids) size += 4ull * num_tokens + 2ull * num_tokens * header_.top_k;
+  if (size > L::kMaxRecordBytes)
+    fail(name + " at " + at_byte(start), "a record of " + std::to_string(size) +
+                                             " bytes exceeds the format's limit of " +
+                                             std::to_string(L::kMaxRecordBytes) + " bytes");
   if (remaining < size) truncated(start, name, size, false);
   read_into(L::kRecordFixedBytes, size - L::kRecordFixedBytes);
 
