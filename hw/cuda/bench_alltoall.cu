@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "hw/cuda/commands.cuh"
 #include "hw/cuda/common.cuh"
@@ -52,11 +53,11 @@ class NcclRanks {
   NcclRanks(int gpus, double timeout_s) : gpus_(gpus), wait_(timeout_s, WaitClock::steady()) {
     comms_.assign(static_cast<std::size_t>(gpus), nullptr);
     streams_.assign(static_cast<std::size_t>(gpus), nullptr);
-    for (int g = 0; g < gpus; ++g) {
-      CUDA_CHECK(cudaSetDevice(g));
-      CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[g], cudaStreamNonBlocking));
-    }
     try {
+      for (int g = 0; g < gpus; ++g) {
+        CUDA_CHECK(cudaSetDevice(g));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[g], cudaStreamNonBlocking));
+      }
       ncclUniqueId id;
       NCCL_CHECK(ncclGetUniqueId(&id));
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
