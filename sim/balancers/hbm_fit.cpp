@@ -10,7 +10,7 @@ namespace {
 
 std::string gigabytes(double bytes) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  std::snprintf(buf, sizeof buf, "%.4g GB", bytes / 1e9);
   return buf;
 }
 

@@ -77,10 +77,18 @@ int compare_command(const std::vector<std::string>& args) {
     for (const int ep : spec.ep_degrees) {
       for (const ComparisonBalancer& b : spec.balancers) {
         ComparisonAccumulator acc;
-        replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); });
+        const ComparisonKey key{c.name, ep, b.label, b.choice.name};
+        try {
+          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); });
+        } catch (const BalancerCannotServe& e) {
+          // One balancer that cannot serve this case and EP degree does not stop the comparison.
+          std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": n/a: " << e.what() << "\n";
+          rows.push_back(unserved_row(key, e.what()));
+          continue;
+        }
         if (acc.records() == 0)
           throw InputError(c.trace_path, "", "case '" + c.name + "': the trace has no records to replay");
-        rows.push_back(acc.row(ComparisonKey{c.name, ep, b.label, b.choice.name}));
+        rows.push_back(acc.row(key));
         if (!quiet)
           std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": " << acc.records()
                     << " records\n";

@@ -29,10 +29,28 @@ std::optional<double> reduction(double after, double before) {
   return 1.0 - after / before;
 }
 
+/// A CSV field, quoted when it holds a separator, a quote or a line break.
+std::string csv_text(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+/// Markdown cells may not hold '|' or line breaks.
+std::string markdown_text(std::string text) {
+  for (char& c : text)
+    if (c == '|' || c == '\n' || c == '\r') c = c == '|' ? '/' : ' ';
+  return text;
+}
+
 struct Column {
   const char* name;
   std::function<std::string(const ComparisonRow&)> csv;
 };
+
+/// The columns that describe the row rather than measure it: shown for rows not served too.
+constexpr std::size_t kKeyColumns = 4;
 
 const std::vector<Column>& columns() {
   static const std::vector<Column> cols = {
@@ -58,6 +76,7 @@ const std::vector<Column>& columns() {
       {"planner_us_mean", [](const ComparisonRow& r) { return csv_number(r.planner_us_mean); }},
       {"copy_engine_util_max_mean", [](const ComparisonRow& r) { return csv_number(r.copy_engine_util_max_mean); }},
       {"nvlink_out_util_max_mean", [](const ComparisonRow& r) { return csv_number(r.nvlink_out_util_max_mean); }},
+      {"not_served", [](const ComparisonRow& r) { return csv_text(r.not_served); }},
   };
   return cols;
 }
@@ -149,13 +168,22 @@ ComparisonRow ComparisonAccumulator::row(const ComparisonKey& key) const {
   return r;
 }
 
+ComparisonRow unserved_row(const ComparisonKey& key, const std::string& reason) {
+  ComparisonRow r;
+  r.key = key;
+  r.not_served = reason.empty() ? "not served" : reason;
+  return r;
+}
+
 void apply_reductions(std::vector<ComparisonRow>& rows, const std::string& baseline) {
   for (ComparisonRow& r : rows) {
     r.token_excess_reduction.reset();
     r.gemm_excess_reduction.reset();
+    if (!r.not_served.empty()) continue;
     for (const ComparisonRow& b : rows) {
       if (b.key.balancer != baseline || b.key.case_name != r.key.case_name || b.key.ep_degree != r.key.ep_degree)
         continue;
+      if (!b.not_served.empty()) break;
       r.token_excess_reduction = reduction(r.token_excess_median, b.token_excess_median);
       r.gemm_excess_reduction = reduction(r.gemm_excess_median, b.gemm_excess_median);
       break;
@@ -178,20 +206,29 @@ std::string comparison_csv(const std::vector<ComparisonRow>& rows) {
   out += "\n";
   for (const ComparisonRow& r : rows) {
     std::string line;
-    for (std::size_t i = 0; i < columns().size(); ++i) line += (i ? "," : "") + columns()[i].csv(r);
+    for (std::size_t i = 0; i < columns().size(); ++i) {
+      const bool blank = !r.not_served.empty() && i >= kKeyColumns && i + 1 < columns().size();
+      line += (i ? "," : "") + (blank ? std::string() : columns()[i].csv(r));
+    }
     out += line + "\n";
   }
   return out;
 }
 
 std::string comparison_markdown(const std::vector<ComparisonRow>& rows) {
-  const auto& cols = markdown_columns();
+  std::vector<MarkdownColumn> cols = markdown_columns();
+  const bool any_unserved =
+      std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& r) { return !r.not_served.empty(); });
+  if (any_unserved)
+    cols.push_back({"not served", false, [](const ComparisonRow& r) { return markdown_text(r.not_served); }});
   std::vector<std::vector<std::string>> cells(rows.size());
   std::vector<std::size_t> width(cols.size());
   for (std::size_t c = 0; c < cols.size(); ++c) width[c] = std::string(cols[c].header).size();
   for (std::size_t r = 0; r < rows.size(); ++r)
     for (std::size_t c = 0; c < cols.size(); ++c) {
-      cells[r].push_back(cols[c].cell(rows[r]));
+      // A row not served has only its key (case, EP, balancer) and its reason.
+      const bool na = !rows[r].not_served.empty() && c >= 3 && c < markdown_columns().size();
+      cells[r].push_back(na ? std::string("n/a") : cols[c].cell(rows[r]));
       width[c] = std::max(width[c], cells[r][c].size());
     }
   std::string header = "|", rule = "|";

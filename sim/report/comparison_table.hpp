@@ -45,7 +45,13 @@ struct ComparisonRow {
   /// median excess is 0 (nothing to reduce) or before apply_reductions().
   std::optional<double> token_excess_reduction;
   std::optional<double> gemm_excess_reduction;  ///< the same for gemm_excess_median
+  /// Why the balancer could not serve this case and EP degree (empty when it did): such a row has no
+  /// records and no numbers; the table shows n/a and this reason.
+  std::string not_served;
 };
+
+/// The row of a replay whose balancer could not serve the configuration.
+ComparisonRow unserved_row(const ComparisonKey& key, const std::string& reason);
 
 /// Collects the metrics of one replay, record by record, and summarises them.
 class ComparisonAccumulator {
@@ -66,18 +72,21 @@ class ComparisonAccumulator {
 double median_of(std::vector<double> values);
 
 /// Fills every row's reductions against the row of `baseline` (a label) with the same case and EP
-/// degree. A reduction stays empty when that baseline row is absent or its median excess is 0.
+/// degree. A reduction stays empty when that baseline row is absent, not served or its median excess
+/// is 0, and for rows not served.
 void apply_reductions(std::vector<ComparisonRow>& rows, const std::string& baseline);
 
 /// comparison.csv: a header line and one line per row, in the order given. Numbers are written with
-/// 9 significant digits ("%.9g"), an empty reduction as an empty cell.
+/// 9 significant digits ("%.9g"), an empty reduction as an empty cell. The last column, not_served,
+/// holds the reason of a row not served (quoted as CSV needs), whose other numbers are empty.
 std::string comparison_csv(const std::vector<ComparisonRow>& rows);
 const std::vector<std::string>& comparison_csv_columns();
 
 /// The Markdown table (header, alignment line, one line per row), numbers rounded for reading:
 /// ratios to 3 decimals, reductions in percent to 1 decimal ("n/a" when empty), times in us to 1
-/// decimal, bytes in MB to 2 decimals, utilisations to 3 decimals. Cells are padded so that the table
-/// also reads as plain text.
+/// decimal, bytes in MB to 2 decimals, utilisations to 3 decimals. A row not served shows n/a in every
+/// number and its reason in a last "not served" column, present only when some row needs it. Cells are
+/// padded so that the table also reads as plain text.
 std::string comparison_markdown(const std::vector<ComparisonRow>& rows);
 
 }  // namespace epsim

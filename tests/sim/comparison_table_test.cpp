@@ -193,12 +193,12 @@ TEST_CASE("comparison.csv: exact text") {
       "token_excess_reduction,token_idle_fraction_median,gemm_straggler_ratio_median,gemm_excess_median,"
       "gemm_excess_reduction,layer_time_us_median,exposed_overhead_us_median,bound_nvlink_domain_median,"
       "ep_token_bytes_mean,ce_token_bytes_mean,weight_bytes_mean,gradient_bytes_mean,planner_us_mean,"
-      "copy_engine_util_max_mean,nvlink_out_util_max_mean\n"
-      "glm5,8,static_ep,static_ep,16,1.25,0.25,0,0.2,1.5,0.5,0,1234.5,100.25,1.125,2500000,0,0,0,0,0,0.4\n"
-      "glm5,8,perfect,oracle,16,1,0,1,0,1.1,0.1,0.8,1000,0,1.125,2500000,100000,3000000,1500000,12.5,0.125,0.5\n"
-      "flat,16,mine,oracle,4,1,0,-4e-05,0,1,0,,500,-0.01,1,0,0,0,0,0,0,0\n";
+      "copy_engine_util_max_mean,nvlink_out_util_max_mean,not_served\n"
+      "glm5,8,static_ep,static_ep,16,1.25,0.25,0,0.2,1.5,0.5,0,1234.5,100.25,1.125,2500000,0,0,0,0,0,0.4,\n"
+      "glm5,8,perfect,oracle,16,1,0,1,0,1.1,0.1,0.8,1000,0,1.125,2500000,100000,3000000,1500000,12.5,0.125,0.5,\n"
+      "flat,16,mine,oracle,4,1,0,-4e-05,0,1,0,,500,-0.01,1,0,0,0,0,0,0,0,\n";
   CHECK(epsim::comparison_csv(format_rows()) == expected);
-  CHECK(epsim::comparison_csv_columns().size() == 22);
+  CHECK(epsim::comparison_csv_columns().size() == 23);
   CHECK(epsim::comparison_csv({}) == expected.substr(0, expected.find('\n') + 1));
 }
 
