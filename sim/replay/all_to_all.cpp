@@ -6,46 +6,40 @@ namespace epsim {
 
 AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass,
                      std::vector<std::vector<double>> payload_bytes, std::function<void(int)> rank_done)
-    : context_(context),
-      name_(std::move(name)),
-      pass_(pass),
-      bytes_(std::move(payload_bytes)),
-      rank_done_(std::move(rank_done)) {
+    : context_(context), name_(std::move(name)), pass_(pass), rank_done_(std::move(rank_done)) {
   const int n = context_.num_gpus();
-  assert(static_cast<int>(bytes_.size()) == n);
-  sends_left_.assign(n, 0);
-  receives_left_.assign(n, 0);
-  started_.assign(n, false);
-  finished_.assign(n, false);
-  start_ps_.assign(n, 0);
-  for (int s = 0; s < n; ++s)
-    for (int d = 0; d < n; ++d)
-      if (s != d && bytes_[s][d] > 0) {
-        ++sends_left_[s];
-        ++receives_left_[d];
-      }
+  assert(static_cast<int>(payload_bytes.size()) == n);
+  ranks_.resize(static_cast<std::size_t>(n));
+  for (int s = 0; s < n; ++s) {
+    RankState& src = ranks_[static_cast<std::size_t>(s)];
+    src.first_message = messages_.size();
+    for (int d = 0; d < n; ++d) {
+      if (s == d) continue;
+      const double bytes = payload_bytes[s][d];
+      total_bytes_ += bytes;
+      if (bytes <= 0) continue;
+      messages_.push_back({d, bytes});
+      ++src.sends;
+      ++ranks_[static_cast<std::size_t>(d)].receives_left;
+    }
+    src.sends_left = src.sends;
+  }
 }
 
-double AllToAllV::total_bytes() const {
-  double total = 0;
-  for (std::size_t s = 0; s < bytes_.size(); ++s)
-    for (std::size_t d = 0; d < bytes_.size(); ++d)
-      if (s != d) total += bytes_[s][d];
-  return total;
-}
+double AllToAllV::total_bytes() const { return total_bytes_; }
 
 void AllToAllV::start(int rank) {
-  assert(!started_[rank]);
-  started_[rank] = true;
-  start_ps_[rank] = context_.now_ps();
+  RankState& me = ranks_[static_cast<std::size_t>(rank)];
+  assert(!me.started);
+  me.started = true;
+  me.start_ps = context_.now_ps();
   context_.sms(rank).acquire(context_.hardware().ep_backend.comm_sms);
-  const int n = context_.num_gpus();
-  for (int d = 0; d < n; ++d) {
-    if (d == rank || bytes_[rank][d] <= 0) continue;
-    context_.ep_message(rank, d, bytes_[rank][d], pass_, name_ + " " + std::to_string(rank) + "->" + std::to_string(d),
-                        [this, rank, d] {
-                          --sends_left_[rank];
-                          --receives_left_[d];
+  for (std::size_t m = me.first_message; m < me.first_message + static_cast<std::size_t>(me.sends); ++m) {
+    const int d = messages_[m].dst;
+    context_.ep_message(rank, d, messages_[m].bytes, pass_,
+                        name_ + " " + std::to_string(rank) + "->" + std::to_string(d), [this, rank, d] {
+                          --ranks_[static_cast<std::size_t>(rank)].sends_left;
+                          --ranks_[static_cast<std::size_t>(d)].receives_left;
                           maybe_finish(rank);
                           maybe_finish(d);
                         });
@@ -54,11 +48,12 @@ void AllToAllV::start(int rank) {
 }
 
 void AllToAllV::maybe_finish(int rank) {
-  if (!started_[rank] || finished_[rank] || sends_left_[rank] > 0 || receives_left_[rank] > 0) return;
-  finished_[rank] = true;
+  RankState& me = ranks_[static_cast<std::size_t>(rank)];
+  if (!me.started || me.finished || me.sends_left > 0 || me.receives_left > 0) return;
+  me.finished = true;
   context_.sms(rank).release(context_.hardware().ep_backend.comm_sms);
   // A rank with nothing to move passes through at once; an empty slice would only clutter the timeline.
-  if (context_.now_ps() > start_ps_[rank]) context_.record(rank, Track::comm_kernel, pass_, name_, start_ps_[rank]);
+  if (context_.now_ps() > me.start_ps) context_.record(rank, Track::comm_kernel, pass_, name_, me.start_ps);
   rank_done_(rank);
 }
 

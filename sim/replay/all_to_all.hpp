@@ -28,16 +28,30 @@ class AllToAllV {
  private:
   void maybe_finish(int rank);
 
+  /// One message: a (src, dst) pair with bytes to move.
+  struct Message {
+    int dst = 0;
+    double bytes = 0;
+  };
+  /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
+  /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
+  struct RankState {
+    std::size_t first_message = 0;  ///< its messages are messages_[first_message, first_message + sends)
+    int sends = 0;
+    int sends_left = 0;
+    int receives_left = 0;
+    bool started = false;
+    bool finished = false;
+    Time_ps start_ps = 0;
+  };
+
   SimContext& context_;
   std::string name_;
   Pass pass_;
-  std::vector<std::vector<double>> bytes_;
   std::function<void(int)> rank_done_;
-  std::vector<int> sends_left_;
-  std::vector<int> receives_left_;
-  std::vector<bool> started_;
-  std::vector<bool> finished_;
-  std::vector<Time_ps> start_ps_;
+  std::vector<Message> messages_;  ///< by source rank, then destination
+  std::vector<RankState> ranks_;
+  double total_bytes_ = 0;
 };
 
 }  // namespace epsim

@@ -65,7 +65,8 @@ void LayerRun::build_groups() {
   // Each stage's byte matrix reads only its own routes, so that many stages do not multiply the work.
   routes_of_stage_.assign(static_cast<std::size_t>(stages_), {});
   for (std::size_t index = 0; index < plan_.routes.size(); ++index)
-    if (plan_.routes[index].stage >= 0) routes_of_stage_[static_cast<std::size_t>(plan_.routes[index].stage)].push_back(index);
+    if (plan_.routes[index].stage >= 0)
+      routes_of_stage_[static_cast<std::size_t>(plan_.routes[index].stage)].push_back(index);
   ce_weights_pending_.assign(plan_.instances.size(), 0);
   for (const Transfer& t : plan_.transfers) {
     if (t.pass != PassKind::forward || t.bytes <= 0) continue;
@@ -145,6 +146,7 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   auto staged = [&](const char* name, int k) {
     return stages_ > 1 ? std::string(name) + " s" + std::to_string(k) : std::string(name);
   };
+  p.ops.reserve(2 * static_cast<std::size_t>(stages_) + 1);
   for (int k = 0; k < stages_; ++k)
     add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k), stage_bytes(k, false));
   const auto moved = transfer_bytes(fwd ? PassKind::forward : PassKind::backward);
