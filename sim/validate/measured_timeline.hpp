@@ -30,7 +30,8 @@ struct MeasuredTimeline {
 };
 
 /// Reads and checks a measured-timeline file. Throws InputError naming the file and the place: the
-/// byte offset of a JSON syntax error, or the key path (`records[3].events[12].end_ps`) of a missing,
+/// line and column of a JSON syntax error (a number beyond a double, nesting deeper than
+/// kMaxJsonDepth included), or the key path (`records[3].events[12].end_ps`) of a missing,
 /// unknown, mistyped or impossible value, a duplicate record or an unknown format or version.
 MeasuredTimeline read_measured_timeline(const std::string& path);
 /// The same checks on a parsed document; `file` names it in errors.
