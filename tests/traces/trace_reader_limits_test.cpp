@@ -105,3 +105,10 @@ TEST_CASE("trace limits: a record within the token limit but over 256 MiB is ref
   CHECK(read_error(path) == path.string() + ":record 0 at byte " + std::to_string(head.size()) + ": a record of " +
                                 std::to_string(size) + " bytes exceeds the format's limit of 268435456 bytes");
 }
+
+TEST_CASE("trace limits: a file cut inside the magic is reported as truncated") {
+  const fs::path path = sparse_file("cut.eptrace", {'E', 'P', 'S', 'I', 'M'}, 5);
+  CHECK(read_error(path) == path.string() +
+                                ":header at byte 0: truncated: the header ends after 5 of at least 32 bytes (the file "
+                                "is 5 bytes long; was the writer interrupted?)");
+}

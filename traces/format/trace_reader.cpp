@@ -77,6 +77,9 @@ void TraceReader::read_header() {
   if (file_size_ == 0) fail("", "empty file, not an epsim trace (expected magic \"EPSIMTRC\")");
   const std::uint64_t magic_bytes = file_size_ < 8 ? file_size_ : 8;
   read_into(0, magic_bytes);
+  // A file that starts like a trace but ends inside the magic is a cut trace, not a foreign file.
+  if (magic_bytes < 8 && std::memcmp(bytes_.data(), L::kMagic, magic_bytes) == 0)
+    truncated(0, "header", L::kHeaderFixedBytes, true);
   if (magic_bytes < 8 || std::memcmp(bytes_.data(), L::kMagic, 8) != 0)
     fail(at_byte(0),
          "bad magic " + printable(bytes_.data(), magic_bytes) + ": not an epsim trace (expected \"EPSIMTRC\")");
