@@ -315,7 +315,7 @@ int bench_alltoall(const HwArgs& a) {
     send.pop_back();
     recv.pop_back();
   }
-  write_measurements_file(a.text("o", ""), m, comments);
+  write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
   std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.all_to_all.size());
   return 0;
 }

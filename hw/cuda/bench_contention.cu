@@ -141,7 +141,7 @@ int bench_contention(const HwArgs& a) {
   if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaStreamDestroy(cs));
-  write_measurements_file(a.text("o", ""), m, comments);
+  write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
   std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.gemm_with_copy.size());
   return 0;
 }

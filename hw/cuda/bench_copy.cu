@@ -281,7 +281,7 @@ int bench_copy(const HwArgs& a) {
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaStreamDestroy(s2));
   if (m.copy.empty()) throw std::runtime_error("no copy measured (check --kinds)");
-  write_measurements_file(a.text("o", ""), m, comments);
+  write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
   std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.copy.size());
   return 0;
 }

@@ -85,7 +85,7 @@ int bench_gemm(const HwArgs& a) {
         "warm-up " + std::to_string(warmup) + " runs per point; median over " + std::to_string(reps),
         "clocks are the device's reported maximum (cudaDevAttrClockRate / MemoryClockRate), not locked clocks"};
     if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
-    write_measurements_file(a.text("o", ""), m, comments);
+    write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
   }
   CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.grouped_gemm.size());

@@ -182,7 +182,7 @@ int run_plans(const HwArgs& a) {
   CUDA_CHECK(cudaStreamDestroy(cs));
   if (skipped) std::fprintf(stderr, "epsim-hw: %zu plans have no task on GPU %d and are left out\n", skipped, gpu);
   if (records.empty()) throw std::runtime_error("no plan has a task on GPU " + std::to_string(gpu));
-  write_run_records(out, prop.name, records);
+  write_run_records(out, prop.name, records, a.flags.count("force") > 0);
   std::printf("wrote %s (%zu records)\n", out.c_str(), records.size());
   return 0;
 }
