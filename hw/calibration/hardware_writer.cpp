@@ -185,9 +185,6 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
   else
     w.kept(2, "latency_us", hw.pcie.latency_us);
   w.line("");
-  w.line("host:");
-  w.kept(2, "kernel_launch_us", hw.host.kernel_launch_us);
-  w.line("");
   w.line("ep_backend:");
   w.kept(2, "comm_sms", std::to_string(hw.ep_backend.comm_sms));
   w.kept(2, "internode_route", hw.ep_backend.internode_route);

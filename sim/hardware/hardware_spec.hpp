@@ -61,12 +61,6 @@ struct PcieSpec {
   double latency_us = 0;
 };
 
-/// Not read from hardware files and not used by the simulation: kernel launch costs are part of
-/// GemmSpec::launch_us and CopyEngineSpec::fixed_cost_us. Only the calibration writer still reads it.
-struct HostSpec {
-  double kernel_launch_us = 0;
-};
-
 /// How the EP backend (DeepEP-style all-to-all-v) is modelled.
 struct EpBackendSpec {
   int comm_sms = 0;  ///< SMs its dispatch/combine kernels hold while running
@@ -91,7 +85,6 @@ struct HardwareSpec {
   NvlinkSpec nvlink;
   InfinibandSpec infiniband;
   PcieSpec pcie;
-  HostSpec host;
   EpBackendSpec ep_backend;
 
   int total_gpus() const { return nodes * gpus_per_node; }

@@ -17,9 +17,6 @@ struct ModelSpec {
   int shared_expert_ffn_size = 0;
   bool gated_ffn = true;        ///< SwiGLU: three matrices per expert instead of two
   int dtype_bytes = 0;          ///< activations and weights (2 for bf16)
-  /// Not read from model files and not used by the simulation (the trace gives each rank's tokens);
-  /// only benchmark generators that build a ModelSpec by hand still set it.
-  int tokens_per_microbatch = 0;
   /// MoE layers whose experts one GPU holds at once (all of them without pipeline parallelism, those
   /// of its stage with it), each laid out like the replayed layer: the HBM check multiplies one
   /// layer's expert weights by it.

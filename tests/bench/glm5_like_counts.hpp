@@ -67,7 +67,6 @@ inline ModelSpec glm5_like_model() {
   m.top_k = kTopK;
   m.gated_ffn = true;
   m.dtype_bytes = 2;
-  m.tokens_per_microbatch = kTokensPerRank;
   m.moe_layers = 1;
   return m;
 }

@@ -26,7 +26,6 @@ inline HardwareSpec simple_hardware(int nodes = 1, int gpus_per_node = 2) {
   hw.nvlink = {100, 1};
   hw.infiniband = {25, 3};
   hw.pcie = {50, 50, 2};
-  hw.host = {3};
   hw.ep_backend.comm_sms = 20;
   hw.ep_backend.internode_route = "direct";
   hw.ep_backend.nvlink_efficiency = 1.0;
@@ -46,7 +45,6 @@ inline ModelSpec simple_model(int experts = 2, int top_k = 1, int shared_experts
   m.shared_expert_ffn_size = shared_experts > 0 ? 500 : 0;
   m.gated_ffn = false;  // two matrices: 2 * 2 * 1000 * 500 = 2e6 FLOPs per token
   m.dtype_bytes = 1;
-  m.tokens_per_microbatch = 100;
   m.moe_layers = 1;
   return m;
 }
