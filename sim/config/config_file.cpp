@@ -4,6 +4,7 @@
 #include <fstream>
 #include <system_error>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "sim/core/input_error.hpp"
@@ -21,6 +22,11 @@ YAML::Node read_document(const std::string& path) {
   if (!in) throw InputError(path, "", "cannot open: no such file, or it is not readable");
   try {
     return YAML::Load(in);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp stops at a fixed depth instead of overflowing the stack, but says only "bad file".
+    throw InputError(path, std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
+                     "YAML values nested more than " + std::to_string(e.depth() - 1) +
+                         " levels deep; epsim's files nest a few levels at most");
   } catch (const YAML::Exception& e) {
     const std::string where =
         e.mark.is_null() ? "" : std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
