@@ -7,6 +7,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/signal_cleanup.hpp"
+#include "sim/core/time.hpp"
 
 namespace {
 
@@ -48,6 +49,11 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const epsim::InputError& e) {
     std::cerr << "epsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const epsim::TimeOverflow& e) {
+    // Readers turn this into an InputError naming the hardware file; this is the last line of defence.
+    std::cerr << "epsim: error: " << e.what()
+              << ": the hardware's bandwidths, TFLOP/s or latencies are too small for the work\n";
     return 2;
   } catch (const boost::program_options::error& e) {
     std::cerr << "epsim: error: command line: " << e.what() << "\n";
