@@ -42,7 +42,11 @@ def read_rows(path):
     missing = required - set(rows[0])
     if missing:
         sys.exit(f"{path}: not a comparison.csv (missing columns: {', '.join(sorted(missing))})")
-    return rows
+    # A balancer that could not serve a case has empty metric cells and its reason in not_served.
+    served = [r for r in rows if not r.get("not_served")]
+    if not served:
+        sys.exit(f"{path}: no row was served (see the not_served column)")
+    return served
 
 
 def panels(rows):
