@@ -10,6 +10,16 @@ namespace epsim {
 namespace L = trace_layout;
 using namespace trace_bytes;
 
+namespace {
+
+// Byte by byte: vector::insert of a char range trips a false -Wstringop-overflow in GCC 12.
+template <std::size_t N>
+void put_tag(std::vector<std::uint8_t>& out, const char (&tag)[N]) {
+  for (char c : tag) out.push_back(static_cast<std::uint8_t>(c));
+}
+
+}  // namespace
+
 TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header, bool overwrite)
     : path_(path), header_(header) {
   const std::string problem = check_trace_header(header);
@@ -17,7 +27,7 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header, boo
   out_ = std::make_unique<AtomicFile>(path, overwrite);
 
   bytes_.clear();
-  bytes_.insert(bytes_.end(), L::kMagic, L::kMagic + 8);
+  put_tag(bytes_, L::kMagic);
   put_u32(bytes_, header.version);
   put_u32(bytes_, header.num_ranks);
   put_u32(bytes_, header.num_experts);
@@ -56,7 +66,7 @@ void TraceWriter::write(const TraceRecord& record) {
                          "; records must be in increasing (step, micro-batch, layer) order");
 
   bytes_.clear();
-  bytes_.insert(bytes_.end(), L::kRecordMarker, L::kRecordMarker + 4);
+  put_tag(bytes_, L::kRecordMarker);
   put_u32(bytes_, record.step);
   put_u32(bytes_, record.micro_batch);
   put_u32(bytes_, record.layer);
@@ -77,7 +87,7 @@ void TraceWriter::write(const TraceRecord& record) {
 void TraceWriter::close() {
   if (closed_) return;
   bytes_.clear();
-  bytes_.insert(bytes_.end(), L::kEndMarker, L::kEndMarker + 4);
+  put_tag(bytes_, L::kEndMarker);
   put_u64(bytes_, records_written_);
   put_u64(bytes_, fnv1a64(bytes_.data(), bytes_.size()));
   write_bytes(bytes_.data(), bytes_.size());
