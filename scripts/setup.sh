@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Installs epsim's build dependencies from Debian's packages (only those missing), then configures and
 # builds into build/. Safe to run again: it installs nothing twice and rebuilds only what changed.
+#
+#   scripts/setup.sh                    the simulator, its tests and benchmarks (build/)
+#   scripts/setup.sh --with-sanitizers  also clang and its sanitizer and libFuzzer runtimes, for the
+#                                       sanitizer and fuzzing build that scripts/test.sh makes in build-asan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build libboost-program-options-dev libboost-graph-dev
+packages=(build-essential cmake ninja-build ccache libboost-program-options-dev libboost-graph-dev
           libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libglpk-dev)
+if [ "${1:-}" = "--with-sanitizers" ]; then
+  # clang's AddressSanitizer, UBSan and libFuzzer runtimes are in libclang-rt-dev.
+  packages+=(clang libclang-rt-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,7 +26,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# ccache keeps rebuilds of unchanged files cheap, also across checkouts in other folders.
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$PWD"
+fi
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}"
 fi
 cmake --build build --parallel "$(nproc)"
