@@ -115,7 +115,7 @@ TEST_CASE("topk-jsonl: errors name the file and the line number") {
     const std::string in = write_lines(dir, c.lines);
     CHECK_THROWS_WITH_AS(import_topk_jsonl(in, 2, out, false), doctest::Contains(c.expect), InputError);
     CHECK_FALSE(fs::exists(out));
-    CHECK_FALSE(fs::exists(out + ".partial"));
+    CHECK(epsim::test::leftovers(dir).empty());
   }
   const std::string in = write_lines(dir, {kHeader, R"({"layer":0,"experts":[0,1]})"});
   CHECK_THROWS_WITH_AS(import_topk_jsonl(in, 0, out, false), doctest::Contains("--ranks"), InputError);
