@@ -1,16 +1,19 @@
 // Balancer parameter blocks through the registry (sim/balancers/registry.*: make_balancer). The input
 // is an experiment's `balancer:` block, `{name: NAME, params: {...}}`. A balancer that accepted its
 // parameters then plans three micro-batches of a GLM-5-like layer at EP 8 on one H100 node, as a replay
-// would; it may still refuse there with an InputError (parameters that cannot fit the cluster), but
+// would; it may still refuse there with an InputError, CannotServe or std::invalid_argument (parameters
+// or a configuration that the cluster cannot hold, which the replay reports as the user's input), but
 // every Plan it returns must pass validate_plan.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
 
+#include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/registry.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/plan/plan.hpp"
@@ -59,7 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::unique_ptr<epsim::Balancer> balancer = epsim::make_balancer(choice, "fuzz.yaml");
     const epsim::BalancerContext context = cluster.context();
     for (std::uint32_t m = 0; m < 3; ++m) {
-      const epsim::Plan plan = balancer->plan(record(m, cluster.model.num_experts), context);
+      epsim::Plan plan;
+      try {
+        plan = balancer->plan(record(m, cluster.model.num_experts), context);
+      } catch (const epsim::CannotServe&) {
+        return;  // a configuration the balancer cannot serve: the replay reports it as an input error
+      } catch (const std::invalid_argument&) {
+        return;  // so does the replay (sim/replay/replay.cpp) with this one
+      }
       try {
         epsim::validate_plan(plan, cluster.model.num_experts, context.gpus_per_node);
       } catch (const std::exception& e) {
