@@ -136,5 +136,5 @@ echo
 echo "summary (wall time of each step):"
 printf '  %s\n' "${steps[@]}"
 [ "$asan_built" -eq 1 ] || echo "  (the sanitizer build failed: its suite, the determinism check and the fuzzers did not run)"
-echo "tests, determinism check and fuzz targets: $passed_total passed, $failed_total failed"
+echo "total: $passed_total passed, $failed_total failed"
 exit $((any_failed || failed_total > 0))
