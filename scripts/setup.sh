@@ -3,6 +3,8 @@
 # builds into build/. Safe to run again: it installs nothing twice and rebuilds only what changed.
 #
 #   scripts/setup.sh                    the simulator, its tests and benchmarks (build/)
+#   scripts/setup.sh --target epsim     only the named build targets (repeatable): the quickstart builds
+#                                       just the simulator it runs
 #   scripts/setup.sh --with-sanitizers  also clang and its sanitizer and libFuzzer runtimes, for the
 #                                       sanitizer and fuzzing build that scripts/test.sh makes in build-asan/
 set -euo pipefail
@@ -10,10 +12,22 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache libboost-program-options-dev libboost-graph-dev
           libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev libbenchmark-dev libglpk-dev)
-if [ "${1:-}" = "--with-sanitizers" ]; then
-  # clang's AddressSanitizer, UBSan and libFuzzer runtimes are in libclang-rt-dev.
-  packages+=(clang libclang-rt-dev)
-fi
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with-sanitizers)
+      # clang's AddressSanitizer, UBSan and libFuzzer runtimes are in libclang-rt-dev.
+      packages+=(clang libclang-rt-dev)
+      shift ;;
+    --target)
+      [ $# -ge 2 ] || { echo "setup: --target needs a target name" >&2; exit 2; }
+      targets+=(--target "$2")
+      shift 2 ;;
+    *)
+      echo "setup: unknown option '$1' (--target NAME, --with-sanitizers)" >&2
+      exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,4 +49,4 @@ fi
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}"
 fi
-cmake --build build --parallel "$(nproc)"
+cmake --build build --parallel "$(nproc)" "${targets[@]}"
