@@ -286,8 +286,8 @@ void write_summary_md(std::ostream& out, const ValidationReport& report, const s
         << " | " << percent(k.worst_error) << " |\n";
   out << "\n## Per layer\n\n";
   out << "| step | micro_batch | layer | predicted us | measured us | error | matched | predicted only | measured only "
-         "|\n";
-  out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+         "| measured GPUs | not measured |\n";
+  out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& l : report.layers)
     out << "| " << l.record.step << " | " << l.record.micro_batch << " | " << l.record.layer << " | "
         << us(l.predicted_ps) << " | " << us(l.measured_ps) << " | " << percent(l.error()) << " | " << l.matched

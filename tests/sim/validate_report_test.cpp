@@ -297,3 +297,32 @@ TEST_CASE("a measurement of some GPUs only: the others are counted as not measur
   write_summary_md(md, r, {});
   CHECK(md.str().find("- not compared: " + std::to_string(gpu0_tasks) + " predicted tasks") != std::string::npos);
 }
+
+TEST_CASE("every table of summary.md has as many header cells as cells in each row") {
+  const Plan plan = test::validation_plan();
+  const auto events = test::validation_events(plan);
+  MeasuredRecord rec = perturbed(plan, events, [](const TimelineEvent&) { return 1.0; });
+  rec.events.pop_back();  // one predicted-only task, so the unmatched table has a row too
+  const ValidationReport r = run(plan, one_record(rec));
+  std::ostringstream md;
+  write_summary_md(md, r, {});
+  std::istringstream lines(md.str());
+  int header_cells = -1, tables = 0, rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '|') {
+      header_cells = -1;  // a table ends at the first line that is not a table row
+      continue;
+    }
+    const int cells = static_cast<int>(std::count(line.begin(), line.end(), '|')) - 1;
+    if (header_cells < 0) {
+      header_cells = cells;
+      ++tables;
+      continue;
+    }
+    CAPTURE(line);
+    CHECK(cells == header_cells);
+    ++rows;
+  }
+  CHECK(tables == 3);  // per kind, per layer, unmatched
+  CHECK(rows >= 3 + 3);  // a separator and at least one row each
+}
