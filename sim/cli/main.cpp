@@ -24,7 +24,7 @@ const char* kUsage =
     "  calibrate MEAS.yaml...  fit the hardware model to measurements; write a calibrated hardware YAML\n"
     "  validate --plans ...    compare predictions with a measured timeline of the same plans; errors per task\n"
     "\n"
-    "`epsim COMMAND --help` describes each command.\n";
+    "`epsim COMMAND --help` describes each command; `epsim --version` prints the version.\n";
 
 }  // namespace
 
@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   // is a reported write error, not a silent truncation.
   epsim::SignalCleanup::install();
   const std::string command = argv[1];
+  if (command == "--version") {
+    std::cout << "epsim " << EPSIM_VERSION << "\n";
+    return 0;
+  }
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "run") return epsim::run_command(args);

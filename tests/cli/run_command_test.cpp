@@ -180,3 +180,11 @@ TEST_CASE("a balancer parameter that cannot fit the cluster is a clear input err
   CHECK_FALSE(fs::exists(dir / "out"));
   CHECK(leftovers(dir).empty());
 }
+
+TEST_CASE("epsim --version prints the project's version and exits 0") {
+  const fs::path dir = scratch_dir("run_version");
+  const CliResult r = run_epsim("--version", dir);
+  CHECK(r.status == 0);
+  CHECK(r.out == "epsim 0.1.0\n");  // project(epsim VERSION 0.1.0) in CMakeLists.txt
+  CHECK(r.err.empty());
+}
