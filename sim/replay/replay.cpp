@@ -74,6 +74,9 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
         spec.balancer.params_place.empty() ? spec.source_file : spec.balancer.params_place;
     const std::string cannot = "balancer '" + spec.balancer.name + "' cannot serve EP " +
                                std::to_string(n) + " on " + spec.hardware.name + ": ";
+    const std::string& hardware_file =
+        spec.hardware.source_file.empty() ? spec.source_file : spec.hardware.source_file;
+    const std::string record_place = "record " + std::to_string(replayed) + " " + record_key_text(record);
     Plan plan;
     try {
       plan = balancer->plan(record, context);
@@ -87,9 +90,7 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
     const bool is_oracle = spec.balancer.name == "oracle";
     if (!is_oracle)
       if (const auto overflow = hbm_overflow(plan, spec.model, spec.hardware))
-        throw BalancerCannotServe(spec.hardware.source_file.empty() ? spec.source_file : spec.hardware.source_file,
-                                  "record " + std::to_string(replayed) + " " + record_key_text(record),
-                                  cannot + *overflow);
+        throw BalancerCannotServe(hardware_file, record_place, cannot + *overflow);
     LayerResult result, balanced;
     try {
       result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
@@ -98,8 +99,7 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
       if (!is_oracle)
         balanced = simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward);
     } catch (const TimeOverflow& e) {
-      throw InputError(spec.hardware.source_file.empty() ? spec.source_file : spec.hardware.source_file,
-                       "record " + std::to_string(replayed) + " " + record_key_text(record),
+      throw InputError(hardware_file, record_place,
                        std::string(e.what()) + " (hardware " + spec.hardware.name + ", model " + spec.model.name +
                            ", EP " + std::to_string(n) +
                            "): the bandwidths, TFLOP/s or latencies are too small for the trace's token counts");
