@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/time.hpp"
 #include "sim/replay/simulate_layer.hpp"
 
 namespace epsim {
@@ -216,7 +217,14 @@ ValidationReport validate_measurements(const std::vector<Plan>& plans, const Mea
         throw InputError(measured_path, place + ".events[" + std::to_string(i) + "].gpu",
                          "GPU " + std::to_string(rec.events[i].gpu) + " but the plan has " +
                              std::to_string(plan.num_gpus) + " GPUs");
-    const LayerResult result = simulate_layer(hw, model, plan, local_tokens_of(plan, model.top_k), backward);
+    LayerResult result;
+    try {
+      result = simulate_layer(hw, model, plan, local_tokens_of(plan, model.top_k), backward);
+    } catch (const TimeOverflow& e) {
+      throw InputError(hw.source_file.empty() ? plans_path : hw.source_file, plan_place,
+                       std::string(e.what()) + " (hardware " + hw.name +
+                           "): the bandwidths, TFLOP/s or latencies are too small for the plan's bytes and tokens");
+    }
     add_record(report, id, result.timeline.events, rec.events);
   }
   finish_report(report);

@@ -326,3 +326,14 @@ TEST_CASE("every table of summary.md has as many header cells as cells in each r
   CHECK(tables == 3);  // per kind, per layer, unmatched
   CHECK(rows >= 3 + 3);  // a separator and at least one row each
 }
+
+TEST_CASE("a simulated time past the horizon is an input error naming the hardware file and the plan") {
+  const Plan plan = test::validation_plan();
+  const MeasuredTimeline m = one_record(perturbed(plan, test::validation_events(plan), [](const TimelineEvent&) { return 1.0; }));
+  HardwareSpec hw = test::simple_hardware();
+  hw.source_file = "slow.yaml";
+  // The plan's 1e6-byte weight copy at 1e-15 GB/s (1e-18 bytes per ps) would take 1e24 ps > 1e18 ps.
+  hw.copy_engine.bw_GBps = 1e-15;
+  CHECK_THROWS_WITH_AS(validate_measurements({plan}, m, hw, test::simple_model(2, 1, 1), true, "p.jsonl", "m.json"),
+                       doctest::Contains("slow.yaml:"), InputError);
+}
