@@ -28,7 +28,6 @@ class CheckedFile {
   std::ostream& stream() { return stream_; }
   /// Flushes, syncs to the disk and closes; throws InputError on any failure. Idempotent.
   void close();
-  bool is_open() const { return fd_ >= 0; }
 
  private:
   class Buffer : public std::streambuf {

@@ -39,7 +39,6 @@ class OutputFolder {
   std::ostream& open(const std::string& file);
   /// Closes every file (checked) and puts the folder in place of `dir`.
   void commit();
-  const std::string& final_dir() const { return shown_; }
   /// The staging folder's name for an absolute `target` (tests look for leftovers).
   static std::string stage_path(const std::string& target);
 
