@@ -28,15 +28,8 @@ bool is_asynchronous_error(cudaError_t err) {
 }
 
 void throw_cuda_failure(cudaError_t err, const char* call, const char* file, int line) {
-  ApiFailure f;
-  f.api = "CUDA";
-  f.call = call;
-  f.error_name = cudaGetErrorName(err);
-  f.error_text = cudaGetErrorString(err);
-  f.file = file;
-  f.line = line;
-  f.asynchronous = is_asynchronous_error(err);
-  throw ApiError(std::move(f));
+  throw ApiError(ApiFailure{"CUDA", call, cudaGetErrorName(err), cudaGetErrorString(err), file, line,
+                            is_asynchronous_error(err), ""});
 }
 
 void cuda_launch_check(const char* kernel, const char* file, int line) {
@@ -58,17 +51,10 @@ void cublas_check_cleanup(cublasStatus_t st, const char* call, const char* file,
 
 void cublas_check(cublasStatus_t st, const char* call, const char* file, int line) {
   if (st == CUBLAS_STATUS_SUCCESS) return;
-  ApiFailure f;
-  f.api = "cuBLAS";
-  f.call = call;
-  f.error_name = cublasGetStatusName(st);
-  f.error_text = cublasGetStatusString(st);
-  f.file = file;
-  f.line = line;
   // CUBLAS_STATUS_EXECUTION_FAILED: the GPU program failed to launch or run; the CUDA error behind it
   // is the one the next synchronisation reports.
-  f.asynchronous = st == CUBLAS_STATUS_EXECUTION_FAILED;
-  throw ApiError(std::move(f));
+  throw ApiError(ApiFailure{"cuBLAS", call, cublasGetStatusName(st), cublasGetStatusString(st), file, line,
+                            st == CUBLAS_STATUS_EXECUTION_FAILED, ""});
 }
 
 #if defined(EPSIM_HAVE_NCCL)
@@ -88,15 +74,9 @@ const char* nccl_result_name(ncclResult_t r) {
 
 void nccl_check(ncclResult_t r, const char* call, const char* file, int line, bool in_progress_ok) {
   if (r == ncclSuccess || (in_progress_ok && r == ncclInProgress)) return;
-  ApiFailure f;
-  f.api = "NCCL";
-  f.call = call;
-  f.error_name = nccl_result_name(r);
-  f.error_text = ncclGetErrorString(r);
-  f.file = file;
-  f.line = line;
-  if (const char* last = ncclGetLastError(nullptr)) f.detail = last;
-  throw ApiError(std::move(f));
+  const char* last = ncclGetLastError(nullptr);
+  throw ApiError(ApiFailure{"NCCL", call, nccl_result_name(r), ncclGetErrorString(r), file, line, false,
+                            last ? last : ""});
 }
 #endif
 
