@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include "sim/config/config_file.hpp"
 #include "sim/config/config_map.hpp"
@@ -42,6 +43,7 @@ int as_int(std::int64_t v) { return static_cast<int>(v); }
 void read_gpu(ConfigMap m, GpuSpec& gpu) {
   gpu.sms = as_int(m.get_int("sms", 1, kMaxSms));
   gpu.bf16_peak_TFLOPs = m.get_double("bf16_peak_TFLOPs", kMinRate, kMaxRate);
+  gpu.fp8_peak_TFLOPs = m.get_double_or("fp8_peak_TFLOPs", 0, 0, kMaxRate);
   gpu.hbm_GBps = m.get_double("hbm_GBps", kMinRate, kMaxRate);
   gpu.hbm_capacity_GB = m.get_double("hbm_capacity_GB", kMinRate, kMaxRate);
   m.finish();
@@ -52,11 +54,22 @@ void read_gemm(ConfigMap m, GemmSpec& gemm) {
   gemm.launch_us = m.get_double("launch_us", 0, kMaxLatency_us);
   for (const auto& [tokens, eff] : m.get_curve("efficiency", 1, kMinEfficiency, 1.0))
     gemm.efficiency.push_back(GemmEfficiencyPoint{tokens, eff});
+  if (m.has("fp8_efficiency"))
+    for (const auto& [tokens, eff] : m.get_curve("fp8_efficiency", 1, kMinEfficiency, 1.0))
+      gemm.fp8_efficiency.push_back(GemmEfficiencyPoint{tokens, eff});
   m.finish();
 }
 
 void read_ep_backend(ConfigMap m, int sms, EpBackendSpec& ep) {
   ep.comm_sms = as_int(m.get_int("comm_sms", 0, sms - 1));
+  ep.sm_GBps = m.get_double_or("sm_GBps", 0, 0, kMaxRate);
+  ep.dispatch_fixed_us = m.get_double_or("dispatch_fixed_us", 0, 0, kMaxLatency_us);
+  ep.combine_fixed_us = m.get_double_or("combine_fixed_us", 0, 0, kMaxLatency_us);
+  auto engine = [&](const std::string& key) {
+    return m.get_choice_or(key, "sms", {"sms", "copy_engine"}) == "sms" ? CommEngine::sms : CommEngine::copy_engine;
+  };
+  ep.dispatch_engine = engine("dispatch_engine");
+  ep.combine_engine = engine("combine_engine");
   ep.internode_route = m.get_choice("internode_route", {"rail_forward", "direct"});
   ep.nvlink_efficiency = m.get_double("nvlink_efficiency", kMinEfficiency, 1.0);
   ep.ib_efficiency = m.get_double("ib_efficiency", kMinEfficiency, 1.0);
@@ -72,6 +85,7 @@ HardwareSpec load_hardware(const std::string& path) {
   HardwareSpec hw;
   hw.source_file = path;
   hw.name = top.get_string("name");
+  hw.description = top.get_string_or("description", "");
   hw.nodes = as_int(top.get_int("nodes", 1, kMaxGpus));
   hw.gpus_per_node = as_int(top.get_int("gpus_per_node", 1, kMaxGpus));
   if (static_cast<std::int64_t>(hw.nodes) * hw.gpus_per_node > kMaxGpus)
@@ -117,6 +131,9 @@ HardwareSpec load_hardware(const std::string& path) {
   }
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   top.finish();
+  if (!hw.gemm.fp8_efficiency.empty() && hw.gpu.fp8_peak_TFLOPs <= 0)
+    top.fail("gemm", "gemm.fp8_efficiency is given but gpu.fp8_peak_TFLOPs is not: an FP8 efficiency needs the "
+                     "FP8 peak it is a fraction of");
   return hw;
 }
 
@@ -143,6 +160,38 @@ ModelSpec load_model(const std::string& path) {
              "layer; remove the key");
   }
   model.moe_layers = as_int(top.get_int_or("moe_layers", 1, 1, kMaxMoeLayers));
+  {
+    // Every phase defaults to the model's own dtype.
+    const std::string base = to_string(dtype_of_bytes(model.dtype_bytes));
+    PrecisionSpec& p = model.precision;
+    std::optional<ConfigMap> m = top.get_map_opt("precision");
+    ConfigMap empty(YAML::Node(), path, "precision");
+    ConfigMap& pm = m ? *m : empty;
+    auto dtype = [&](const std::string& key) { return parse_dtype(pm.get_choice_or(key, base, dtype_names())); };
+    p.dispatch = dtype("dispatch");
+    p.combine = dtype("combine");
+    p.grad_dispatch = dtype("grad_dispatch");
+    p.grad_combine = dtype("grad_combine");
+    p.gemm = dtype("gemm");
+    p.fp8_scale_block = as_int(pm.get_int_or("fp8_scale_block", 128, 1, kMaxModelDim));
+    pm.finish();
+  }
+  if (std::optional<ConfigMap> r = top.get_map_opt("routing")) {
+    model.routing.groups = as_int(r->get_int("groups", 1, kMaxExperts));
+    model.routing.groups_per_token = as_int(r->get_int("groups_per_token", 1, kMaxExperts));
+    if (model.routing.groups_per_token > model.routing.groups)
+      r->fail("groups_per_token", "routing.groups_per_token " + std::to_string(model.routing.groups_per_token) +
+                                      " exceeds routing.groups " + std::to_string(model.routing.groups));
+    if (model.num_experts % model.routing.groups != 0)
+      r->fail("groups", "routing.groups " + std::to_string(model.routing.groups) + " does not divide the " +
+                            std::to_string(model.num_experts) + " experts into equal groups");
+    const int per_group = model.num_experts / model.routing.groups;
+    if (static_cast<std::int64_t>(per_group) * model.routing.groups_per_token < model.top_k)
+      r->fail("groups_per_token", "routing: " + std::to_string(model.routing.groups_per_token) + " groups of " +
+                                      std::to_string(per_group) + " experts hold fewer than top_k " +
+                                      std::to_string(model.top_k) + " experts");
+    r->finish();
+  }
   top.finish();
   if (model.top_k > model.num_experts)
     top.fail("top_k", "top_k " + std::to_string(model.top_k) + " exceeds num_experts " +

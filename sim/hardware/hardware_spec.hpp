@@ -26,13 +26,15 @@ struct MessageEfficiencyPoint {
 struct GpuSpec {
   int sms = 0;
   double bf16_peak_TFLOPs = 0;  ///< dense
+  double fp8_peak_TFLOPs = 0;   ///< dense; 0: no FP8 tensor cores (an FP8 GEMM is refused)
   double hbm_GBps = 0;          ///< achievable streaming bandwidth
   double hbm_capacity_GB = 0;
 };
 
 struct GemmSpec {
   int row_alignment = 0;  ///< each expert's token rows are padded up to a multiple of this
-  std::vector<GemmEfficiencyPoint> efficiency;
+  std::vector<GemmEfficiencyPoint> efficiency;      ///< BF16 (and FP16) inputs, of bf16_peak_TFLOPs
+  std::vector<GemmEfficiencyPoint> fp8_efficiency;  ///< FP8 inputs, of fp8_peak_TFLOPs; empty: not known
   double launch_us = 0;  ///< fixed cost per grouped-GEMM kernel
 };
 
@@ -61,9 +63,24 @@ struct PcieSpec {
   double latency_us = 0;
 };
 
+/// What moves a phase's tokens: communication kernels on the SMs (DeepEP, NCCL: they hold comm_sms
+/// away from the GEMMs while they run) or the Copy Engines (no SMs held; copy_engine bandwidth and fixed
+/// cost per copy; inside an NVLink domain only).
+enum class CommEngine { sms, copy_engine };
+const char* to_string(CommEngine engine);
+
 /// How the EP backend (DeepEP-style all-to-all-v) is modelled.
 struct EpBackendSpec {
   int comm_sms = 0;  ///< SMs its dispatch/combine kernels hold while running
+  /// Payload one communication SM moves per second and direction (GB/s): a rank's kernel sends and
+  /// receives at most comm_sms * sm_GBps, whatever the links allow. 0: the SMs never limit.
+  double sm_GBps = 0;
+  /// Fixed cost of one dispatch / combine kernel on a rank (launch, count exchange, barrier), paid
+  /// before its first byte moves.
+  double dispatch_fixed_us = 0;
+  double combine_fixed_us = 0;
+  CommEngine dispatch_engine = CommEngine::sms;
+  CommEngine combine_engine = CommEngine::sms;
   /// "rail_forward": inter-node tokens cross IB to the same-local-index GPU of the destination node,
   /// then NVLink to the destination (DeepEP normal kernels); "direct": IB straight to the destination.
   std::string internode_route;
@@ -76,6 +93,7 @@ struct EpBackendSpec {
 
 struct HardwareSpec {
   std::string name;
+  std::string description;  ///< one line for `epsim hardware list`; may be empty
   std::string source_file;  ///< where it was loaded from, for messages
   int nodes = 0;
   int gpus_per_node = 0;

@@ -4,7 +4,30 @@
 #include <cstdint>
 #include <string>
 
+#include "sim/hardware/dtype.hpp"
+
 namespace epsim {
+
+/// Number format per phase, as deployed: DeepSeek-V3 dispatches FP8 (with its scales) and combines in
+/// BF16, and quantises the activation gradients entering the backward dispatch to FP8 too. Every field
+/// defaults to the model's dtype_bytes.
+struct PrecisionSpec {
+  Dtype dispatch = Dtype::bf16;       ///< forward tokens to their experts
+  Dtype combine = Dtype::bf16;        ///< forward expert outputs back
+  Dtype grad_dispatch = Dtype::bf16;  ///< backward: output gradients to the experts
+  Dtype grad_combine = Dtype::bf16;   ///< backward: input gradients back
+  Dtype gemm = Dtype::bf16;           ///< expert GEMM inputs (FP8 GEMMs run at fp8_peak_TFLOPs)
+  int fp8_scale_block = 128;          ///< channels per FP32 scale of an FP8 activation
+};
+
+/// Group-limited routing (DeepSeek-V3's node-limited top-k): experts form `groups` equal contiguous
+/// groups, a token first picks `groups_per_token` groups and then its top-k experts inside them. When
+/// each node holds whole groups, a token reaches at most groups_per_token nodes. 0: unrestricted.
+struct RoutingSpec {
+  int groups = 0;
+  int groups_per_token = 0;
+  bool limited() const { return groups > 0 && groups_per_token > 0 && groups_per_token < groups; }
+};
 
 struct ModelSpec {
   std::string name;
@@ -21,6 +44,8 @@ struct ModelSpec {
   /// of its stage with it), each laid out like the replayed layer: the HBM check multiplies one
   /// layer's expert weights by it.
   int moe_layers = 1;
+  PrecisionSpec precision;
+  RoutingSpec routing;
 
   int matrices_per_expert() const { return gated_ffn ? 3 : 2; }
   /// Bytes of one routed expert's weights.
@@ -32,8 +57,12 @@ struct ModelSpec {
     return static_cast<std::int64_t>(matrices_per_expert()) * hidden_size * shared_expert_ffn_size * dtype_bytes *
            shared_experts;
   }
-  /// Bytes of one token's hidden state as it crosses the EP backend.
+  /// Bytes of one token's hidden state in dtype_bytes (what planners weigh tokens by).
   std::int64_t token_bytes() const { return static_cast<std::int64_t>(hidden_size) * dtype_bytes; }
+  /// Bytes of one token's hidden state in `dtype`, FP8 scales included (what a phase moves).
+  std::int64_t token_bytes(Dtype dtype) const {
+    return activation_bytes(dtype, hidden_size, precision.fp8_scale_block);
+  }
   /// Forward FLOPs of one token through one routed expert (2 per multiply-add).
   double expert_flops_per_token() const {
     return 2.0 * matrices_per_expert() * hidden_size * static_cast<double>(expert_ffn_size);
