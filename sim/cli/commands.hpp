@@ -19,5 +19,9 @@ int compare_command(const std::vector<std::string>& args);
 int calibrate_command(const std::vector<std::string>& args);
 /// epsim validate --plans PLANS.jsonl --measured MEASURED.json --hardware HW.yaml --model MODEL.yaml -o DIR
 int validate_command(const std::vector<std::string>& args);
+/// epsim fidelity [MEASUREMENTS.yaml...] [-o docs/fidelity.md] [--force]
+int fidelity_command(const std::vector<std::string>& args);
+/// epsim hardware {list|show NAME}
+int hardware_command(const std::vector<std::string>& args);
 
 }  // namespace epsim

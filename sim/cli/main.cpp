@@ -23,6 +23,8 @@ const char* kUsage =
     "  compare COMPARISON.yaml balancers side by side over cases and EP degrees; comparison.csv and .md\n"
     "  calibrate MEAS.yaml...  fit the hardware model to measurements; write a calibrated hardware YAML\n"
     "  validate --plans ...    compare predictions with a measured timeline of the same plans; errors per task\n"
+    "  fidelity [MEAS.yaml...] predicted against measured for every published point; writes docs/fidelity.md\n"
+    "  hardware list|show ...  the hardware presets: one line each, or every value of one with its source\n"
     "\n"
     "`epsim COMMAND --help` describes each command; `epsim --version` prints the version.\n";
 
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
     if (command == "compare") return epsim::compare_command(args);
     if (command == "calibrate") return epsim::calibrate_command(args);
     if (command == "validate") return epsim::validate_command(args);
+    if (command == "fidelity") return epsim::fidelity_command(args);
+    if (command == "hardware") return epsim::hardware_command(args);
     std::cerr << "epsim: error: unknown command '" << command << "'\n\n" << kUsage;
     return 2;
   } catch (const epsim::InputError& e) {
