@@ -28,7 +28,7 @@ const char* kUsage =
 
 std::string num(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%g", v);
+  std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
 
@@ -48,7 +48,8 @@ std::vector<Row> scalar_rows(const HardwareSpec& hw) {
       {"gpus_per_node", std::to_string(hw.gpus_per_node), "GPUs per NVLink domain"},
       {"gpu.sms", std::to_string(hw.gpu.sms), "SMs"},
       {"gpu.bf16_peak_TFLOPs", num(hw.gpu.bf16_peak_TFLOPs), "TFLOP/s dense"},
-      {"gpu.fp8_peak_TFLOPs", hw.gpu.fp8_peak_TFLOPs > 0 ? num(hw.gpu.fp8_peak_TFLOPs) : "0", "TFLOP/s dense (0: no FP8)"},
+      {"gpu.fp8_peak_TFLOPs", num(hw.gpu.fp8_peak_TFLOPs),
+       hw.gpu.fp8_peak_TFLOPs > 0 ? "TFLOP/s dense" : "(no FP8 tensor cores: FP8 GEMMs are refused)"},
       {"gpu.hbm_GBps", num(hw.gpu.hbm_GBps), "GB/s"},
       {"gpu.hbm_capacity_GB", num(hw.gpu.hbm_capacity_GB), "GB"},
       {"gemm.row_alignment", std::to_string(hw.gemm.row_alignment), "rows"},
@@ -64,7 +65,7 @@ std::vector<Row> scalar_rows(const HardwareSpec& hw) {
       {"pcie.d2h_GBps", num(hw.pcie.d2h_GBps), "GB/s"},
       {"pcie.latency_us", num(hw.pcie.latency_us), "us"},
       {"ep_backend.comm_sms", std::to_string(ep.comm_sms), "SMs"},
-      {"ep_backend.sm_GBps", num(ep.sm_GBps), "GB/s per SM (0: SMs never limit)"},
+      {"ep_backend.sm_GBps", num(ep.sm_GBps), ep.sm_GBps > 0 ? "GB/s per SM" : "(the SMs never limit)"},
       {"ep_backend.dispatch_fixed_us", num(ep.dispatch_fixed_us), "us"},
       {"ep_backend.combine_fixed_us", num(ep.combine_fixed_us), "us"},
       {"ep_backend.dispatch_engine", to_string(ep.dispatch_engine), ""},
