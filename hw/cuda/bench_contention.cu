@@ -14,7 +14,7 @@
 
 namespace epsim::hw {
 
-int bench_contention(const HwArgs& a) {
+void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::string>& comments) {
   const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
   const int hidden = static_cast<int>(a.integer("hidden", 6144, 1, 1 << 20));
   const int ffn = static_cast<int>(a.integer("ffn", 2048, 1, 1 << 20));
@@ -37,13 +37,11 @@ int bench_contention(const HwArgs& a) {
   cudaStream_t s, cs;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-  Measurements m;
-  m.header = describe_device(device);
-  std::vector<std::string> comments = {
-      "epsim-hw bench contention: GEMM (" + std::string(to_string(impl)) + ") alone, then with a loop of " +
+  comments.insert(comments.end(), {
+      "gemm_with_copy: GEMM (" + std::string(to_string(impl)) + ") alone, then with a loop of " +
           std::to_string(copy_bytes) + " B cudaMemcpyAsync D2D (local Copy Engine) copies on another stream",
       "copy_GBps = rate of the copies that completed inside the GEMM window (bytes / s, 10^9); a local copy reads",
-      "and writes the same HBM (about twice the per-GPU traffic of a peer copy of the same rate)"};
+      "and writes the same HBM (about twice the per-GPU traffic of a peer copy of the same rate)"});
   bool timed_out = false;
   {
     GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
@@ -138,12 +136,9 @@ int bench_contention(const HwArgs& a) {
     if (gemm.impl() != impl)
       comments.push_back(std::string("the GEMM fell back to ") + to_string(gemm.impl()) + " (grouped call refused)");
   }
-  if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
+  if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some contention timings include enqueue time");
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaStreamDestroy(cs));
-  write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
-  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.gemm_with_copy.size());
-  return 0;
 }
 
 }  // namespace epsim::hw

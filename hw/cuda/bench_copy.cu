@@ -71,7 +71,7 @@ bool wanted(const std::string& kinds, const std::string& kind) {
 
 }  // namespace
 
-int bench_copy(const HwArgs& a) {
+void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& comments) {
   const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
   const auto sizes = parse_sizes(a.text("sizes", kDefaultSizes));
   const int reps = static_cast<int>(a.integer("reps", 20, 1, 1000));
@@ -89,13 +89,12 @@ int bench_copy(const HwArgs& a) {
   const std::size_t max_bytes = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
 
   CUDA_CHECK(cudaSetDevice(device));
-  Measurements m;
-  m.header = describe_device(device);
-  std::vector<std::string> comments = {
-      "epsim-hw bench copy: per-copy time between its own CUDA event pair, copies enqueued back to back behind a",
+  const std::size_t first_point = m.copy.size();
+  comments.insert(comments.end(), {
+      "copy: per-copy time between its own CUDA event pair, copies enqueued back to back behind a",
       "spin kernel (enqueue cost excluded), median over " + std::to_string(trials) + " trials x " +
           std::to_string(reps) + " copies; CE copies are cudaMemcpyAsync / cudaMemcpyPeerAsync,",
-      "host buffers pinned (cudaMallocHost); sm_copy = 16 B/thread vectorised kernel, 512 threads/block"};
+      "host buffers pinned (cudaMallocHost); sm_copy = 16 B/thread vectorised kernel, 512 threads/block"});
   if (verify)
     comments.push_back("each point's destination cleared before its last trial and checked against the source's pattern");
   ExpectedChecksums expected;
@@ -280,10 +279,7 @@ int bench_copy(const HwArgs& a) {
   if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time (lower --reps)");
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaStreamDestroy(s2));
-  if (m.copy.empty()) throw std::runtime_error("no copy measured (check --kinds)");
-  write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
-  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.copy.size());
-  return 0;
+  if (m.copy.size() == first_point) throw std::runtime_error("no copy measured (check --kinds)");
 }
 
 }  // namespace epsim::hw

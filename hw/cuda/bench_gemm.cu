@@ -1,6 +1,7 @@
-// epsim-hw bench gemm: BF16 expert grouped GEMM time vs tokens per expert and number of experts.
+// epsim-hw bench gemm: BF16 and FP8 expert grouped GEMM time vs tokens per expert and number of experts.
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "hw/cuda/commands.cuh"
 #include "hw/cuda/common.cuh"
@@ -14,6 +15,14 @@ namespace {
 const std::vector<std::int64_t> kDefaultTokens = {1,   2,   4,   8,    16,   32,   64,   96,   100,  128,  192,
                                                   200, 256, 320, 384,  500,  512,  768,  1000, 1024, 1536, 2000,
                                                   2048, 3072, 4000, 4096, 6144, 8192};
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
 }  // namespace
 
 /// Median time in us of `reps` enqueues of gemm.enqueue(tokens) after `warmup` untimed ones; each
@@ -43,7 +52,7 @@ double time_gemm(GroupedGemm& gemm, const std::vector<std::int64_t>& tokens, int
   return median(times);
 }
 
-int bench_gemm(const HwArgs& a) {
+void measure_gemm(const HwArgs& a, Measurements& m, std::vector<std::string>& comments) {
   const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
   const int hidden = static_cast<int>(a.integer("hidden", 6144, 1, 1 << 20));
   const int ffn = static_cast<int>(a.integer("ffn", 2048, 1, 1 << 20));
@@ -53,43 +62,47 @@ int bench_gemm(const HwArgs& a) {
   const GemmImpl impl = parse_gemm_impl(a.text("impl", "grouped"));
   const int warmup = static_cast<int>(a.integer("warmup", 5, 0, 100000));
   const int reps = static_cast<int>(a.integer("reps", 50, 1, 100000));
+  std::vector<Dtype> dtypes;
+  for (const auto& name : split_list(a.text("dtype", "bf16"))) {
+    if (name != "bf16" && name != "fp8") throw std::invalid_argument("--dtype: '" + name + "' is not bf16 or fp8");
+    dtypes.push_back(parse_dtype(name));
+  }
 
   const int max_e = static_cast<int>(*std::max_element(experts.begin(), experts.end()));
   const std::int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
   CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  Measurements m;
-  m.header = describe_device(device);
-  {
-    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
+  bool timed_out = false;
+  for (Dtype dtype : dtypes) {
+    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s, dtype);
     SpinGate gate;
-    bool timed_out = false;
     for (auto e : experts)
       for (auto t : tokens) {
         const std::vector<std::int64_t> per(static_cast<std::size_t>(e), t);
         const double us = time_gemm(gemm, per, warmup, reps, s, gate, &timed_out);
         GemmPoint p;
-        p.shape = {static_cast<int>(e), t, hidden, ffn, matrices, 2};
+        p.shape = {static_cast<int>(e), t, hidden, ffn, matrices, element_bytes(dtype), dtype};
         p.median_us = us;
         p.repetitions = reps;
         m.grouped_gemm.push_back(p);
         const double tflops = 2.0 * matrices * hidden * ffn * static_cast<double>(t) * e / (us * 1e-6) / 1e12;
-        std::printf("gemm experts %lld tokens/expert %lld: %.2f us (%.1f TFLOP/s)\n", static_cast<long long>(e),
-                    static_cast<long long>(t), us, tflops);
+        std::printf("gemm %s experts %lld tokens/expert %lld: %.2f us (%.1f TFLOP/s)\n", to_string(dtype),
+                    static_cast<long long>(e), static_cast<long long>(t), us, tflops);
         std::fflush(stdout);
       }
-    std::vector<std::string> comments = {
-        "epsim-hw bench gemm: BF16 inputs/outputs, FP32 accumulation, implementation " + std::string(to_string(gemm.impl())),
-        "each repetition timed with its own CUDA event pair, enqueued behind a spin kernel (enqueue excluded)",
-        "warm-up " + std::to_string(warmup) + " runs per point; median over " + std::to_string(reps),
-        "clocks are the device's reported maximum (cudaDevAttrClockRate / MemoryClockRate), not locked clocks"};
-    if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some timings include enqueue time");
-    write_measurements_file(a.text("o", ""), m, comments, a.flags.count("force") > 0);
+    comments.push_back("grouped_gemm " + std::string(to_string(dtype)) + " (hidden " + std::to_string(hidden) +
+                       ", ffn " + std::to_string(ffn) + "): " +
+                       (dtype == Dtype::fp8 ? "E4M3 inputs, unit scales, BF16 output, FP32 accumulation (cuBLASLt "
+                                              "default, no fast accumulation), intermediate quantisation not timed, "
+                                            : "BF16 inputs/outputs, FP32 accumulation, ") +
+                       "implementation " + to_string(gemm.impl()));
   }
+  comments.push_back("grouped_gemm: each repetition timed with its own CUDA event pair, enqueued behind a spin kernel "
+                     "(enqueue excluded); warm-up " + std::to_string(warmup) + " runs per point, median over " +
+                     std::to_string(reps));
+  if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some GEMM timings include enqueue time");
   CUDA_CHECK(cudaStreamDestroy(s));
-  std::printf("wrote %s (%zu points)\n", a.text("o", "").c_str(), m.grouped_gemm.size());
-  return 0;
 }
 
 }  // namespace epsim::hw

@@ -111,6 +111,15 @@ __global__ void fill_bf16_kernel(std::uint16_t* dst, std::uint64_t n, std::uint6
   }
 }
 
+__global__ void fill_fp8_kernel(std::uint8_t* dst, std::uint64_t n, std::uint64_t seed) {
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    // E4M3: sign, exponent field 4 (2^-3), random 3-bit mantissa.
+    const std::uint32_t w = pattern_word(seed, i);
+    dst[i] = static_cast<std::uint8_t>(((w & 1u) << 7) | (0x4u << 3) | ((w >> 1) & 0x7u));
+  }
+}
+
 __global__ void checksum_kernel(const std::uint32_t* src, ChecksumSample sample, unsigned long long* out) {
   unsigned long long sum = 0;
   const std::uint64_t covered = sample.covered_words();
@@ -246,6 +255,12 @@ void fill_bf16(void* dst, std::uint64_t elements, std::uint64_t seed, cudaStream
   if (elements == 0) return;
   fill_bf16_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint16_t*>(dst), elements, seed);
   CUDA_CHECK_LAUNCH("fill_bf16_kernel");
+}
+
+void fill_fp8(void* dst, std::uint64_t elements, std::uint64_t seed, cudaStream_t s) {
+  if (elements == 0) return;
+  fill_fp8_kernel<<<1024, 256, 0, s>>>(static_cast<std::uint8_t*>(dst), elements, seed);
+  CUDA_CHECK_LAUNCH("fill_fp8_kernel");
 }
 
 std::uint64_t device_checksum(const void* src, const ChecksumSample& sample, cudaStream_t s) {

@@ -122,6 +122,8 @@ class DeviceBuffer {
 void fill_pattern(void* dst, std::uint64_t words, std::uint64_t seed, cudaStream_t s);
 /// Fills bf16 data with small finite values (so GEMMs do not run on NaN/denormals).
 void fill_bf16(void* dst, std::uint64_t elements, std::uint64_t seed, cudaStream_t s);
+/// Fills FP8 E4M3 data with small finite values (magnitudes in [1/8, 1/4)).
+void fill_fp8(void* dst, std::uint64_t elements, std::uint64_t seed, cudaStream_t s);
 /// Checksum of the words `sample` covers at `src` (synchronises `s`).
 std::uint64_t device_checksum(const void* src, const ChecksumSample& sample, cudaStream_t s);
 

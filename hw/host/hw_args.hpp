@@ -1,6 +1,5 @@
-// Command-line parsing for epsim-hw (no CUDA here, so it is unit-tested on any machine).
-//   epsim-hw bench gemm|copy|contention|alltoall [--key value]... -o FILE.yaml
-//   epsim-hw run PLANS.jsonl --gpu G [--record N] [--key value]... -o measured_timeline.json
+// Option parsing for epsim-hw (no CUDA here, so it is unit-tested on any machine). Which options each
+// command takes, its help and the dispatch are in hw_commands.hpp.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +15,7 @@ struct HwArgs {
   std::vector<std::string> positional;  ///< bench: {kind}; run: {plans file}
   std::map<std::string, std::string> options;  ///< "--key value" and "-o FILE" (as "o")
   std::set<std::string> flags;                 ///< "--key" switches listed in `switches`
+  std::string command_line;                    ///< as typed, for the measurement file's header
 
   bool has(const std::string& key) const { return options.count(key) > 0; }
   std::string text(const std::string& key, const std::string& fallback) const;
@@ -28,8 +28,8 @@ struct HwArgs {
                                      std::int64_t lo, std::int64_t hi) const;
 };
 
-/// Throws std::invalid_argument with a usage-style message on an unknown option, a missing value,
-/// or an option not in `allowed` (names without dashes; "o" is -o/--output). `switches` take no value.
+/// Throws std::invalid_argument with one line on an unknown option (not in `allowed` nor `switches`;
+/// names without dashes, "o" is -o/--output), a missing value or a value given to a switch.
 HwArgs parse_hw_args(const std::vector<std::string>& argv, const std::set<std::string>& allowed,
                      const std::set<std::string>& switches = {});
 

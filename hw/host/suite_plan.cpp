@@ -1,0 +1,94 @@
+#include "hw/host/suite_plan.hpp"
+
+#include <stdexcept>
+
+#include "hw/host/hw_commands.hpp"
+
+namespace epsim::hw {
+
+namespace {
+
+const HwCommand& bench_command(const std::string& bench) {
+  for (const auto& c : hw_commands())
+    if (c.name == "bench " + bench) return c;
+  throw std::logic_error("no bench command '" + bench + "'");
+}
+
+SuiteStep step(const std::string& bench, const std::string& what, std::vector<std::string> words, bool optional = false) {
+  const HwCommand& c = bench_command(bench);
+  words.insert(words.begin(), c.name);
+  SuiteStep s;
+  s.bench = bench;
+  s.what = what;
+  s.args = parse_hw_args(words, c.options, c.switches);
+  s.optional = optional;
+  return s;
+}
+
+}  // namespace
+
+SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
+  const bool quick = suite.flags.count("quick") > 0;
+  std::vector<std::string> single{"--device", suite.text("device", "0")};
+  std::vector<std::string> multi{"--gpus", std::to_string(gpus)};
+  if (suite.has("nccl-timeout-s")) multi.insert(multi.end(), {"--nccl-timeout-s", suite.text("nccl-timeout-s", "")});
+  std::vector<std::string> verify_single = single, verify_multi = multi;
+  if (suite.flags.count("no-verify")) {
+    verify_single.push_back("--no-verify");
+    verify_multi.push_back("--no-verify");
+  }
+  auto with = [](std::vector<std::string> base, const std::vector<std::string>& more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+
+  SuitePlan plan;
+  // GEMMs: DeepSeek-V3's expert (hidden 7168, FFN 2048) and Qwen3-235B-A22B's (hidden 4096, FFN 1536),
+  // gated (3 matrices), rows per expert from 1 to 8192 (the bench's default list) or a quick subset.
+  struct Shape {
+    const char* hidden;
+    const char* ffn;
+    const char* experts;
+  };
+  const std::vector<Shape> shapes = quick ? std::vector<Shape>{{"7168", "2048", "8"}}
+                                          : std::vector<Shape>{{"7168", "2048", "1,8,32"}, {"4096", "1536", "8,32"}};
+  const std::vector<std::string> gemm_grid =
+      quick ? std::vector<std::string>{"--tokens", "16,64,128,256,512,1024,2048,4096", "--warmup", "2", "--reps", "10"}
+            : std::vector<std::string>{"--reps", "30"};
+  for (const char* dtype : {"bf16", "fp8"}) {
+    if (std::string(dtype) == "fp8" && !fp8) continue;
+    for (const auto& s : shapes)
+      plan.steps.push_back(step("gemm",
+                                std::string(dtype) + " grouped GEMM, hidden " + s.hidden + ", ffn " + s.ffn +
+                                    ", experts " + s.experts,
+                                with(single, with({"--hidden", s.hidden, "--ffn", s.ffn, "--matrices", "3", "--experts",
+                                                   s.experts, "--dtype", dtype},
+                                                  gemm_grid)),
+                                std::string(dtype) == "fp8"));
+  }
+  if (!fp8) plan.skipped.push_back("FP8 grouped GEMMs: the device's compute capability is below 8.9");
+
+  plan.steps.push_back(step("copy", "copies: ce_local, ce_peer, h2d, d2h, sm_copy",
+                            with(verify_single, quick ? std::vector<std::string>{"--sizes", "64K,1M,16M,256M", "--reps",
+                                                                                 "10", "--trials", "2", "--sm-blocks", "2"}
+                                                      : std::vector<std::string>{})));
+  plan.steps.push_back(
+      step("contention", "GEMM with a Copy Engine copy loop",
+           with(verify_single, with({"--hidden", "7168", "--ffn", "2048", "--matrices", "3", "--experts", "8"},
+                                    quick ? std::vector<std::string>{"--tokens", "64,1024", "--reps", "10"}
+                                          : std::vector<std::string>{"--tokens", "16,64,256,1024,4096"}))));
+  if (gpus >= 2) {
+    plan.steps.push_back(step("alltoall", "NCCL all-to-all, " + std::to_string(gpus) + " GPUs",
+                              with(verify_multi, quick ? std::vector<std::string>{"--sizes", "64K,1M,16M", "--reps", "10"}
+                                                       : std::vector<std::string>{})));
+    plan.steps.push_back(step("ep_comm", "EP dispatch/combine as NCCL all-to-all-v, " + std::to_string(gpus) + " GPUs",
+                              with(verify_multi, quick ? std::vector<std::string>{"--tokens", "512,4096", "--reps", "10"}
+                                                       : std::vector<std::string>{})));
+  } else {
+    plan.skipped.push_back("the NCCL all-to-all and ep_comm sweeps and ce_peer copies: they need 2 or more GPUs (" +
+                           std::to_string(gpus) + " used)");
+  }
+  return plan;
+}
+
+}  // namespace epsim::hw
