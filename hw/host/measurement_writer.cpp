@@ -144,14 +144,14 @@ void write_measurements(std::ostream& out, const Measurements& m, const std::vec
     for (const auto& p : m.gemm)
       out << "  - {groups: " << p.groups << ", m: " << p.m << ", n: " << p.n << ", k: " << p.k
           << ", dtype: " << to_string(p.dtype) << ", layout: " << layout_name(p.layout)
-          << time_fields(p.median_us, "published_TFLOPs", p.published_TFLOPs) << repetitions_field(p.repetitions)
+          << time_fields(p.median_us, "TFLOPs", p.published_TFLOPs) << repetitions_field(p.repetitions)
           << source_field(p.source) << "}\n";
   }
   if (!m.copy.empty()) {
     out << "copy:\n";
     for (const auto& p : m.copy)
       out << "  - {kind: " << to_string(p.kind) << ", bytes: " << format_number(p.bytes)
-          << time_fields(p.median_us, "published_GBps", p.published_GBps) << repetitions_field(p.repetitions)
+          << time_fields(p.median_us, "GBps", p.published_GBps) << repetitions_field(p.repetitions)
           << source_field(p.source) << "}\n";
   }
   if (!m.gemm_with_copy.empty()) {
@@ -178,8 +178,8 @@ void write_measurements(std::ostream& out, const Measurements& m, const std::vec
       if (p.sms > 0) out << ", sms: " << p.sms;
       out << ", routing: " << routing_name(p.routing);
       if (p.routing == BenchRouting::group_limited) out << ", max_nodes: " << p.max_nodes;
-      if (!p.kernel_only) out << ", kernel_only: false";
-      out << time_fields(p.median_us, "published_GBps", p.published_GBps) << ", counted: " << counted_name(p.counted)
+      out << ", timing: " << (p.kernel_only ? "kernel" : "api");
+      out << time_fields(p.median_us, "GBps", p.published_GBps) << ", counted: " << counted_name(p.counted)
           << source_field(p.source) << "}\n";
     }
   }

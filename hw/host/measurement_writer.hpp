@@ -13,9 +13,9 @@ namespace epsim::hw {
 
 /// Serialises `m` (file and `where` fields are ignored); `comments` are written as leading `# ` lines,
 /// `command_line` (when not empty) as a `# command:` comment inside the header. Optional keys are
-/// written only when set: the header's hardware and source, a point's source, published rates (> 0),
-/// an ep_comm point's sms (> 0), max_nodes (group_limited) and kernel_only (when false). GEMM shapes
-/// carry `dtype: bf16|fp8|...`; ep_comm points have no repetitions key.
+/// written only when set: the header's hardware and source, a point's source, published rates (> 0, as
+/// `TFLOPs` / `GBps`), an ep_comm point's sms (> 0) and max_nodes (group_limited). GEMM shapes carry
+/// `dtype: bf16|fp8|...`; ep_comm points carry `timing: kernel|api` and no repetitions key.
 void write_measurements(std::ostream& out, const Measurements& m, const std::vector<std::string>& comments = {},
                         const std::string& command_line = "");
 /// Writes atomically (AtomicFile); an existing file is replaced only if `replace`. Throws InputError.

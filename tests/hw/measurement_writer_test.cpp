@@ -8,6 +8,7 @@
 
 #include "hw/calibration/measurements.hpp"
 #include "hw/host/measurement_writer.hpp"
+#include "tests/test_paths.hpp"
 
 using namespace epsim;
 using namespace epsim::hw;
@@ -75,12 +76,12 @@ TEST_CASE("a suite's file: header with hardware, source and command line; FP8 GE
         "median_us: 101.5, repetitions: 30}\n"
         "ep_comm:\n"
         "  - {kernel: dispatch, implementation: \"nccl_alltoallv\", ep: 8, gpus_per_node: 8, tokens: 4096, "
-        "hidden: 7168, top_k: 8, experts: 256, dtype: fp8, routing: uniform, median_us: 512.25, counted: nvlink}\n"
+        "hidden: 7168, top_k: 8, experts: 256, dtype: fp8, routing: uniform, timing: kernel, median_us: 512.25, counted: nvlink}\n"
         "  - {kernel: combine, implementation: \"nccl_alltoallv\", ep: 8, gpus_per_node: 8, tokens: 4096, "
-        "hidden: 7168, top_k: 8, experts: 256, dtype: bf16, routing: uniform, median_us: 990, counted: nvlink}\n");
+        "hidden: 7168, top_k: 8, experts: 256, dtype: bf16, routing: uniform, timing: kernel, median_us: 990, counted: nvlink}\n");
 }
 
-TEST_CASE("optional keys are written only when set: published rates, sources, sms, max_nodes, kernel_only") {
+TEST_CASE("optional keys are written only when set: published rates, sources, sms, max_nodes; timing api") {
   Measurements m;
   m.header = suite_header();
   m.header.hardware.clear();
@@ -114,10 +115,79 @@ TEST_CASE("optional keys are written only when set: published rates, sources, sm
   CHECK(text.find("hardware:") == std::string::npos);
   CHECK(text.find("source: \"epsim") == std::string::npos);
   CHECK(text.find("# command") == std::string::npos);
-  CHECK(text.find("copy:\n  - {kind: ce_peer, bytes: 1073741824, published_GBps: 389.5, "
+  CHECK(text.find("copy:\n  - {kind: ce_peer, bytes: 1073741824, GBps: 389.5, "
                   "source: \"https://example.org/p2p\"}\n") != std::string::npos);
   CHECK(text.find("  - {kernel: combine, implementation: \"deepep_v1\", ep: 16, gpus_per_node: 8, tokens: 4096, "
                   "hidden: 7168, top_k: 8, experts: 256, dtype: bf16, sms: 24, routing: group_limited, max_nodes: 2, "
-                  "kernel_only: false, published_GBps: 43, counted: rdma, source: \"deepseek-ai/DeepEP:README.md\"}\n") !=
+                  "timing: api, GBps: 43, counted: rdma, source: \"deepseek-ai/DeepEP:README.md\"}\n") !=
         std::string::npos);
+}
+
+TEST_CASE("what epsim-hw writes, load_measurements reads back: dtype, sources, hardware, ep_comm") {
+  Measurements m;
+  m.header = suite_header();
+  GemmPoint g;
+  g.shape = {8, 128, 7168, 2048, 3, 1, Dtype::fp8};
+  g.median_us = 101.5;
+  g.repetitions = 30;
+  m.grouped_gemm.push_back(g);
+  g.shape.dtype = Dtype::bf16;
+  g.shape.dtype_bytes = 2;
+  g.median_us = 180.25;
+  m.grouped_gemm.push_back(g);
+  GemmWithCopyPoint w;
+  w.shape = {8, 64, 7168, 2048, 3, 2, Dtype::bf16};
+  w.gemm_us = 210.1;
+  w.gemm_with_copy_us = 258.3;
+  w.copy_GBps = 390.25;
+  w.repetitions = 30;
+  m.gemm_with_copy.push_back(w);
+  CopyPoint c;
+  c.kind = CopyKind::ce_peer;
+  c.bytes = 1073741824;
+  c.published_GBps = 389.5;
+  c.source = "https://example.org/p2p";
+  m.copy.push_back(c);
+  EpCommPoint e;
+  e.kernel = EpKernel::combine;
+  e.implementation = "nccl_alltoallv";
+  e.ep = 8;
+  e.gpus_per_node = 8;
+  e.tokens = 4096;
+  e.hidden = 7168;
+  e.top_k = 8;
+  e.experts = 256;
+  e.median_us = 990;
+  m.ep_comm.push_back(e);
+  const auto path = (test::scratch_dir("measurement_writer_round_trip") / "set.yaml").string();
+  write_measurements_file(path, m, {"suite"}, false, "epsim-hw suite -o set.yaml");
+  const Measurements back = load_measurements(path);
+  CHECK(back.header.hardware == "h100-sxm-8");
+  CHECK(back.header.source == "epsim-hw suite");
+  REQUIRE(back.grouped_gemm.size() == 2);
+  CHECK(back.grouped_gemm[0].shape.dtype == Dtype::fp8);
+  CHECK(back.grouped_gemm[0].median_us == 101.5);
+  CHECK(back.grouped_gemm[0].source == "epsim-hw suite");  // the header's source
+  CHECK(back.grouped_gemm[1].shape.dtype == Dtype::bf16);
+  REQUIRE(back.gemm_with_copy.size() == 1);
+  CHECK(back.gemm_with_copy[0].shape.dtype == Dtype::bf16);
+  CHECK(back.gemm_with_copy[0].copy_GBps == 390.25);
+  REQUIRE(back.copy.size() == 1);
+  CHECK(back.copy[0].published_GBps == 389.5);
+  CHECK(back.copy[0].source == "https://example.org/p2p");
+  REQUIRE(back.ep_comm.size() == 1);
+  const EpCommPoint& r = back.ep_comm[0];
+  CHECK(r.kernel == EpKernel::combine);
+  CHECK(r.implementation == "nccl_alltoallv");
+  CHECK(r.ep == 8);
+  CHECK(r.gpus_per_node == 8);
+  CHECK(r.tokens == 4096);
+  CHECK(r.top_k == 8);
+  CHECK(r.experts == 256);
+  CHECK(r.dtype == Dtype::bf16);
+  CHECK(r.sms == 0);
+  CHECK(r.routing == BenchRouting::uniform);
+  CHECK(r.kernel_only);
+  CHECK(r.median_us == 990);
+  CHECK(r.counted == CountedBandwidth::nvlink);
 }
