@@ -2,8 +2,10 @@
 // timeline.json and summary.txt into the output folder, printing the summary on stdout.
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
+#include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
@@ -11,9 +13,12 @@
 #include "sim/core/input_error.hpp"
 #include "sim/plan/plan_json.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/replay/simulate_layer.hpp"
 #include "sim/report/output_folder.hpp"
 #include "sim/report/perfetto_writer.hpp"
 #include "sim/report/run_summary.hpp"
+#include "sim/step/step_accumulator.hpp"
+#include "sim/step/step_report.hpp"
 
 namespace po = boost::program_options;
 
@@ -44,6 +49,39 @@ void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node)
                  fmt(o.result.nic_out_util[g]), fmt(o.result.copy_engine_busy_ps[g] / total_ps)})
         << "\n";
   }
+}
+
+/// Tokens each rank feeds the record's layer: its assignments over top-k, as the replay counts them.
+std::vector<std::int64_t> local_tokens(const LayerOutcome& o) {
+  const int n = o.plan.num_gpus;
+  const int experts = static_cast<int>(o.header.num_experts);
+  std::vector<std::int64_t> tokens(n, 0);
+  for (int s = 0; s < n; ++s) {
+    std::int64_t assignments = 0;
+    for (int e = 0; e < experts; ++e) assignments += o.record.count(s, e, experts);
+    tokens[s] = assignments / static_cast<std::int64_t>(o.header.top_k);
+  }
+  return tokens;
+}
+
+/// Adds one record to the step prediction, with the oracle's run of the same record as the balanced
+/// reference (the same run the replay compares against for the exposed overhead).
+void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const LayerOutcome& o) {
+  const std::vector<std::int64_t> tokens = local_tokens(o);
+  if (spec.balancer.name == "oracle") {
+    step.add(tokens, o.result, o.result);
+    return;
+  }
+  BalancerContext context;
+  context.num_gpus = spec.ep_degree;
+  context.gpus_per_node = spec.hardware.gpus_per_node;
+  context.placement = spec.placement;
+  context.model = &spec.model;
+  context.hardware = &spec.hardware;
+  Oracle oracle;
+  const LayerResult balanced =
+      simulate_layer(spec.hardware, spec.model, oracle.plan(o.record, context), tokens, spec.backward);
+  step.add(tokens, o.result, balanced);
 }
 
 }  // namespace
@@ -82,6 +120,8 @@ int run_command(const std::vector<std::string>& args) {
               "nvlink_out_util,nic_out_util,copy_engine_util\n";
 
   RunSummary summary(spec.ep_degree);
+  std::optional<StepAccumulator> step;
+  if (spec.step) step.emplace(spec);
   Time_ps timeline_offset_ps = 0;
   std::size_t drawn = 0;
   const TraceHeader* header_seen = nullptr;
@@ -105,6 +145,7 @@ int run_command(const std::vector<std::string>& args) {
       ++drawn;
     }
     summary.add(o.metrics);
+    if (step) add_step_record(*step, spec, o);
   });
   timeline.close();
 
@@ -120,10 +161,15 @@ int run_command(const std::vector<std::string>& args) {
   text << "  EP " << spec.ep_degree << ", " << to_string(spec.placement) << " placement, balancer "
        << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n\n";
   summary.print(text);
+  if (step) {
+    const StepPrediction prediction = step->prediction();
+    print_step(text, prediction);
+    folder.open("step.json") << step_to_json(prediction).dump(2) << "\n";
+  }
   // summary.txt holds only what the inputs determine, so equal inputs give equal files wherever they go.
   folder.open("summary.txt") << text.str();
   text << "\n  outputs: " << spec.output_dir << "/{metrics.csv,gpus.csv,timeline.json,summary.txt"
-       << (write_plans ? ",plans.jsonl" : "") << "}\n";
+       << (write_plans ? ",plans.jsonl" : "") << (step ? ",step.json" : "") << "}\n";
 
   folder.commit();
   if (!quiet) std::cout << text.str();

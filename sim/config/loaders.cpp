@@ -78,6 +78,55 @@ void read_ep_backend(ConfigMap m, int sms, EpBackendSpec& ep) {
   m.finish();
 }
 
+/// Parameters and FLOPs of one layer's attention: generous for any model (a trillion), finite in doubles.
+constexpr std::int64_t kMaxLayerParams = std::int64_t{1} << 40;
+constexpr double kMaxPerPosition = 1e12;
+/// Vocabulary and sequence lengths: the trace format's 32-bit token counts bound what a step can hold.
+constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxSequence = std::int64_t{1} << 30;
+
+// The model's optional non-MoE block (docs/step.md): what a step adds to its MoE layers.
+void read_non_moe(ConfigMap& n, ModelSpec& model) {
+  NonMoeSpec& s = model.non_moe;
+  s.layers = as_int(n.get_int("layers", 1, kMaxMoeLayers));
+  s.dense_layers = as_int(n.get_int_or("dense_layers", 0, 0, kMaxMoeLayers));
+  if (s.dense_layers >= s.layers)
+    n.fail("dense_layers", "non_moe.dense_layers " + std::to_string(s.dense_layers) +
+                               " leaves no MoE layer among the " + std::to_string(s.layers) + " layers");
+  s.dense_ffn_size = as_int(s.dense_layers > 0 ? n.get_int("dense_ffn_size", 1, kMaxModelDim)
+                                               : n.get_int_or("dense_ffn_size", 0, 0, kMaxModelDim));
+  s.attention_params = n.get_int("attention_params", 0, kMaxLayerParams);
+  s.attention_gemm_calls = as_int(n.get_int_or("attention_gemm_calls", 4, 0, 1024));
+  s.attention_flops_per_position = n.get_double("attention_flops_per_position", 0, kMaxPerPosition);
+  s.kv_cache_bytes_per_position = n.get_double("kv_cache_bytes_per_position", 0, kMaxPerPosition);
+  s.elementwise_bytes_per_token = n.get_double_or("elementwise_bytes_per_token", 0, 0, kMaxPerPosition);
+  s.vocab_size = as_int(n.get_int_or("vocab_size", 0, 0, kMaxVocab));
+  s.gemm = parse_dtype(n.get_choice_or("gemm", to_string(dtype_of_bytes(model.dtype_bytes)), dtype_names()));
+  n.finish();
+}
+
+// The experiment's optional step block, checked against the model and hardware it names.
+StepSpec read_step(ConfigMap& m, const ExperimentSpec& x) {
+  StepSpec s;
+  const std::string mode = m.get_choice("mode", {"training", "prefill", "decode"});
+  s.mode = mode == "training" ? StepMode::training : mode == "prefill" ? StepMode::prefill : StepMode::decode;
+  s.sequence_length = as_int(m.get_int("sequence_length", 1, kMaxSequence));
+  s.overlap = m.get_choice_or("overlap", "none", {"none", "two_micro_batch"}) == "none" ? StepOverlap::none
+                                                                                         : StepOverlap::two_micro_batch;
+  m.finish();
+  if (!x.model.non_moe.described())
+    m.fail("", "step: model '" + x.model.name + "' (" + x.model.source_file +
+                   ") has no non_moe block, which a step prediction needs (docs/step.md)");
+  if ((s.mode == StepMode::training) != x.backward)
+    m.fail("mode", std::string("step.mode ") + mode + (x.backward ? " runs forward only: set backward: false"
+                                                                   : " runs forward and backward: set backward: true"));
+  if (x.model.non_moe.gemm == Dtype::fp8 &&
+      (x.hardware.gpu.fp8_peak_TFLOPs <= 0 || x.hardware.gemm.fp8_efficiency.empty()))
+    m.fail("", "step: model '" + x.model.name + "' runs its non-MoE GEMMs in fp8 but hardware " + x.hardware.name +
+                   " gives no gpu.fp8_peak_TFLOPs or gemm.fp8_efficiency");
+  return s;
+}
+
 }  // namespace
 
 HardwareSpec load_hardware(const std::string& path) {
@@ -192,6 +241,7 @@ ModelSpec load_model(const std::string& path) {
                                       std::to_string(model.top_k) + " experts");
     r->finish();
   }
+  if (std::optional<ConfigMap> n = top.get_map_opt("non_moe")) read_non_moe(*n, model);
   top.finish();
   if (model.top_k > model.num_experts)
     top.fail("top_k", "top_k " + std::to_string(model.top_k) + " exceeds num_experts " +
@@ -226,6 +276,7 @@ ExperimentSpec load_experiment(const std::string& path) {
   x.backward = top.get_bool_or("backward", true);
   x.max_records = as_int(top.get_int_or("max_records", 0, 0, kMaxInt));
   x.timeline_records = as_int(top.get_int_or("timeline_records", 4, 0, kMaxInt));
+  std::optional<ConfigMap> step = top.get_map_opt("step");
   top.finish();
 
   // Paths are relative to the experiment file's folder, kept relative (lexically normalised) so that
@@ -251,6 +302,7 @@ ExperimentSpec load_experiment(const std::string& path) {
   if (x.model.num_experts % x.ep_degree != 0)
     top.fail("ep_degree", "EP degree " + std::to_string(x.ep_degree) + " does not divide the " +
                               std::to_string(x.model.num_experts) + " experts of model " + x.model.name);
+  if (step) x.step = read_step(*step, x);
   return x;
 }
 

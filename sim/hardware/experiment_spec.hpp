@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <yaml-cpp/yaml.h>
@@ -20,6 +21,20 @@ struct BalancerChoice {
   std::string params_place;  ///< file:line of the params block, for messages
 };
 
+/// What a step is (docs/step.md): training runs forward and backward over sequences of
+/// `sequence_length`; prefill runs forward over such sequences; decode runs forward for one new token
+/// per sequence with `sequence_length` positions of context in the KV cache.
+enum class StepMode { training, prefill, decode };
+/// How a layer's communication meets its computation: one after the other, or two micro-batches
+/// interleaved so that one's communication runs under the other's computation.
+enum class StepOverlap { none, two_micro_batch };
+
+struct StepSpec {
+  StepMode mode = StepMode::training;
+  int sequence_length = 0;
+  StepOverlap overlap = StepOverlap::none;
+};
+
 struct ExperimentSpec {
   std::string name;
   std::string source_file;
@@ -34,6 +49,7 @@ struct ExperimentSpec {
   bool backward = true;    ///< simulate the backward pass of each layer too
   int max_records = 0;     ///< 0 = every (step, micro-batch, layer) record of the trace
   int timeline_records = 0;  ///< how many records go into the Perfetto timeline
+  std::optional<StepSpec> step;  ///< the step-level prediction, when the experiment asks for one
 };
 
 }  // namespace epsim

@@ -29,6 +29,32 @@ struct RoutingSpec {
   bool limited() const { return groups > 0 && groups_per_token > 0 && groups_per_token < groups; }
 };
 
+/// The work of a transformer layer outside its MoE block (attention, the dense FFN of leading dense
+/// layers, router, norms and residual adds) and of the output head, for step-level prediction
+/// (docs/step.md). Optional in a model file: `layers` 0 means not described, and an experiment with a
+/// `step:` block refuses such a model.
+struct NonMoeSpec {
+  int layers = 0;          ///< transformer layers in all (dense + MoE); 0: not described
+  int dense_layers = 0;    ///< leading layers with a dense FFN instead of a MoE block
+  int dense_ffn_size = 0;  ///< intermediate size of those layers' FFN (gated like the experts)
+  /// Weights of one layer's attention projections (Q, K, V, O and any low-rank parts), in parameters.
+  std::int64_t attention_params = 0;
+  int attention_gemm_calls = 4;  ///< GEMM kernels of those projections (each pays gemm.launch_us)
+  /// Forward FLOPs of the attention scores and their weighted sum for one token and one position of
+  /// context it attends to (2 * heads * (qk_head_dim + v_head_dim)).
+  double attention_flops_per_position = 0;
+  /// KV-cache bytes one layer holds per position of context (what decode reads per token per position).
+  double kv_cache_bytes_per_position = 0;
+  /// HBM bytes per token per layer of the memory-bound element-wise work (norms, residual adds),
+  /// forward. Defaults to 10 * hidden_size * dtype_bytes: two norms read and write the hidden state,
+  /// two residual adds read two and write one.
+  double elementwise_bytes_per_token = 0;
+  int vocab_size = 0;            ///< output head (vocab x hidden GEMM once per pass); 0: not counted
+  Dtype gemm = Dtype::bf16;      ///< inputs of the projection and dense-FFN GEMMs
+  bool described() const { return layers > 0; }
+  int moe_layers() const { return layers - dense_layers; }
+};
+
 struct ModelSpec {
   std::string name;
   std::string source_file;
@@ -46,6 +72,7 @@ struct ModelSpec {
   int moe_layers = 1;
   PrecisionSpec precision;
   RoutingSpec routing;
+  NonMoeSpec non_moe;
 
   int matrices_per_expert() const { return gated_ffn ? 3 : 2; }
   /// Bytes of one routed expert's weights.
