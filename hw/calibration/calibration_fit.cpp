@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "hw/calibration/linear_fit.hpp"
+#include "sim/hardware/gemm_cost.hpp"
 #include "sim/core/input_error.hpp"
 
 namespace epsim {
@@ -98,13 +99,11 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
   cal.sources = sources;
   std::map<CopyKind, std::vector<Sourced<CopyPoint>>> copies;
   std::vector<Sourced<AllToAllPoint>> a2a_intra, a2a_inter;
-  std::vector<Sourced<GemmPoint>> gemms;
   std::vector<Sourced<GemmWithCopyPoint>> contention;
   for (const auto& m : cal.sources) {
     for (const auto& p : m.copy) copies[p.kind].push_back({&p, &m.file});
     for (const auto& p : m.all_to_all)
       (p.ranks <= base.gpus_per_node ? a2a_intra : a2a_inter).push_back({&p, &m.file});
-    for (const auto& p : m.grouped_gemm) gemms.push_back({&p, &m.file});
     for (const auto& p : m.gemm_with_copy) contention.push_back({&p, &m.file});
   }
 
@@ -139,105 +138,46 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
     (a.intra_node ? cal.all_to_all_intra : cal.all_to_all_inter) = a;
   }
 
-  // Grouped GEMM.
+  // GEMMs of both series, one roofline (gemm_fit.hpp).
   const int align = base.gemm.row_alignment;
-  const double peak_flops_per_us = base.gpu.bf16_peak_TFLOPs * 1e6;  // 1 TFLOP/s = 1e6 FLOP per us
   double launch_us = base.gemm.launch_us;
   double hbm_GBps = base.gpu.hbm_GBps;
-  if (!gemms.empty()) {
-    GemmFit g;
-    std::map<std::int64_t, std::vector<Sourced<GemmPoint>>> by_rows;
-    for (const auto& p : gemms) by_rows[padded_rows(p.point->shape.tokens_per_expert, align)].push_back(p);
-    // launch and hbm from the smallest padded rows, where the weight read dominates: t = launch + bytes / hbm.
-    const auto& small = by_rows.begin()->second;
-    std::vector<double> x, t;
-    for (const auto& p : small) {
-      x.push_back(gemm_hbm_bytes(p.point->shape));
-      t.push_back(p.point->median_us);
+  {
+    std::vector<GemmObservation> obs;
+    for (const auto& m : cal.sources) {
+      for (const auto& p : m.grouped_gemm) obs.push_back(observe_gemm(p, m.file, m.header.source, align));
+      for (const auto& p : m.gemm) obs.push_back(observe_gemm(p, m.file, m.header.source, align));
     }
-    if (std::set<double>(x.begin(), x.end()).size() >= 2) {
-      const LinearFit f = fit_line(x, t);
-      const double slope = f.coef(1);
-      if (!(slope > 0)) cannot_fit(small, "grouped_gemm: time does not grow with HBM bytes at the smallest rows");
-      launch_us = f.coef(0);
-      hbm_GBps = 1.0 / (slope * kBytesPerUsPerGBps);
-      g.launch_us = fitted(launch_us, f.stderr_(0), f.points, files_of(small), "intercept at the smallest rows");
-      g.hbm_GBps = fitted(hbm_GBps, f.stderr_(1) / slope * hbm_GBps, f.points, files_of(small));
-      g.memory_rel_rms = f.rel_rms;
-      if (launch_us < 0) {
-        cal.warnings.push_back("grouped_gemm: negative launch_us " + num(launch_us) + " fitted; using 0");
-        launch_us = 0;
-        g.launch_us.value = 0;
-      }
-    } else {
-      // One size only: keep the base launch and fit hbm through (t - launch) = bytes / hbm.
-      std::vector<double> y;
-      for (double ti : t) y.push_back(ti - launch_us);
-      if (*std::min_element(y.begin(), y.end()) <= 0)
-        cannot_fit(small, "grouped_gemm: measured time below the base launch_us " + num(launch_us) + " us");
-      const LinearFit f = fit_proportional(x, y);
-      hbm_GBps = 1.0 / (f.coef(0) * kBytesPerUsPerGBps);
-      g.hbm_GBps = fitted(hbm_GBps, f.stderr_(0) / f.coef(0) * hbm_GBps, f.points, files_of(small),
-                          "launch_us kept from the base file (one size only at the smallest rows)");
-      g.memory_rel_rms = f.rel_rms;
-      cal.warnings.push_back("grouped_gemm: the smallest rows have one size only; launch_us kept from the base file");
+    if (!obs.empty()) {
+      cal.gemm = fit_gemm(obs, base, options.memory_bound_tolerance, cal.warnings);
+      if (cal.gemm->launch_us.points > 0) launch_us = cal.gemm->launch_us.value;
+      hbm_GBps = cal.gemm->hbm_GBps.value;
     }
-    if (hbm_GBps > 1.2 * base.gpu.hbm_GBps || hbm_GBps < 0.3 * base.gpu.hbm_GBps)
-      cal.warnings.push_back("grouped_gemm: fitted hbm_GBps " + num(hbm_GBps) + " is far from the base " +
-                             num(base.gpu.hbm_GBps) + "; are the smallest-rows points really memory bound?");
-    const double hbm_rel_se = std::isnan(g.hbm_GBps.stderr_) ? kNaN : g.hbm_GBps.stderr_ / hbm_GBps;
+  }
 
-    // eta(R): (t - launch) = FLOPs / peak * (1 / eta) over the compute-bound points at R.
-    for (const auto& [rows, pts] : by_rows) {
-      std::vector<double> xc, yc;
-      double lower_bound = 0;
-      for (const auto& p : pts) {
-        const double busy = p.point->median_us - launch_us;
-        if (busy <= 0) cannot_fit(std::vector<Sourced<GemmPoint>>{p}, "grouped_gemm: median_us is not above launch_us " + num(launch_us));
-        const double flops = gemm_flops(p.point->shape, align) / peak_flops_per_us;
-        const double memory = gemm_hbm_bytes(p.point->shape) / (hbm_GBps * kBytesPerUsPerGBps);
-        if (busy <= memory * (1.0 + options.memory_bound_tolerance)) {
-          lower_bound = std::max(lower_bound, flops / busy);
-        } else {
-          xc.push_back(flops);
-          yc.push_back(busy);
-        }
+  // EP dispatch/combine: NVLink points first, then RDMA points for what those left open.
+  {
+    std::vector<EpObservation> nvlink, rdma;
+    for (const auto& m : cal.sources)
+      for (const auto& p : m.ep_comm) {
+        EpObservation o = observe_ep(p, m.file, m.header.source, base);
+        (o.internode ? rdma : nvlink).push_back(o);
       }
-      EfficiencyFit e;
-      e.padded_rows = static_cast<double>(rows);
-      if (!xc.empty()) {
-        const LinearFit f = fit_proportional(xc, yc);
-        const double eta = 1.0 / f.coef(0);
-        e.efficiency = fitted(eta, f.stderr_(0) * eta * eta, f.points, files_of(pts));
-        if (lower_bound > 0) e.efficiency.note = "points on the HBM floor at these rows were left out";
-      } else {
-        e.memory_bound = true;
-        e.efficiency = fitted(lower_bound, lower_bound * hbm_rel_se, static_cast<int>(pts.size()), files_of(pts),
-                              "memory bound: lower bound, time set by the HBM floor");
-      }
-      if (e.efficiency.value > 1.0) {
-        cal.warnings.push_back("grouped_gemm: efficiency " + num(e.efficiency.value) + " at " + num(rows) +
-                               " rows exceeds 1 (is bf16_peak_TFLOPs right?); clamped to 1");
-        e.efficiency.value = 1.0;
-      }
-      g.efficiency.push_back(e);
+    HardwareSpec start = base;
+    if (!nvlink.empty()) {
+      cal.ep_nvlink = fit_ep_comm(nvlink, start, true, true, true, cal.warnings);
+      if (cal.ep_nvlink->sm_GBps.points > 0) start.ep_backend.sm_GBps = cal.ep_nvlink->sm_GBps.value;
+      if (cal.ep_nvlink->dispatch_fixed_us.points > 0)
+        start.ep_backend.dispatch_fixed_us = cal.ep_nvlink->dispatch_fixed_us.value;
+      if (cal.ep_nvlink->combine_fixed_us.points > 0)
+        start.ep_backend.combine_fixed_us = cal.ep_nvlink->combine_fixed_us.value;
     }
-
-    // The whole model against every point.
-    double sum = 0;
-    for (const auto& [rows, pts] : by_rows) {
-      double eta = 1;
-      for (const auto& e : g.efficiency)
-        if (e.padded_rows == static_cast<double>(rows)) eta = e.efficiency.value;
-      for (const auto& p : pts) {
-        const double model = launch_us + std::max(gemm_flops(p.point->shape, align) / (eta * peak_flops_per_us),
-                                                   gemm_hbm_bytes(p.point->shape) / (hbm_GBps * kBytesPerUsPerGBps));
-        const double r = (p.point->median_us - model) / p.point->median_us;
-        sum += r * r;
-      }
+    if (!rdma.empty()) {
+      const bool nv = cal.ep_nvlink.has_value();
+      cal.ep_rdma = fit_ep_comm(rdma, start, !(nv && cal.ep_nvlink->sm_GBps.points > 0),
+                                !(nv && cal.ep_nvlink->dispatch_fixed_us.points > 0),
+                                !(nv && cal.ep_nvlink->combine_fixed_us.points > 0), cal.warnings);
     }
-    g.rel_rms = std::sqrt(sum / static_cast<double>(gemms.size()));
-    cal.gemm = g;
   }
 
   // CE contention: speed s = min(1, (1 - p) / f), p = copy_GBps * factor / hbm. The simulator stretches the
@@ -288,6 +228,34 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
       cal.warnings.push_back("gemm_with_copy: hbm_traffic_factor " + num(factor) + " outside [0, 4]; clamped");
     cal.contention = c;
   }
+
+  // Every point against the calibrated hardware, through the same functions as the simulator.
+  const HardwareSpec hw = apply_calibration(base, cal);
+  for (const auto& m : cal.sources) {
+    const std::string& dflt = m.header.source;
+    auto row = [&](const std::string& series, const std::string& setting, const std::string& where,
+                   const std::string& source, double measured, double model) {
+      cal.residuals.push_back(PointResidual{series, setting, where, source.empty() ? dflt : source, measured, model});
+    };
+    for (const auto& p : m.grouped_gemm) {
+      const GemmObservation o = observe_gemm(p, m.file, dflt, align);
+      row(o.series, o.setting, o.where, o.source, o.measured_us, predict_gemm_point_us(p, hw));
+    }
+    for (const auto& p : m.gemm) {
+      const GemmObservation o = observe_gemm(p, m.file, dflt, align);
+      row(o.series, o.setting, o.where, o.source, o.measured_us, predict_gemm_call_us(p, hw));
+    }
+    for (const auto& p : m.copy)
+      row("copy", std::string(to_string(p.kind)) + " " + num(p.bytes) + " bytes", p.where, p.source, p.median_us,
+          predict_copy_point_us(p, hw, cal));
+    for (const auto& p : m.all_to_all)
+      row("all_to_all", std::to_string(p.ranks) + " ranks, " + num(p.bytes_per_pair) + " bytes per pair", p.where,
+          p.source, p.median_us, predict_all_to_all_us(p, hw, cal));
+    for (const auto& p : m.ep_comm) {
+      const EpObservation o = observe_ep(p, m.file, dflt, base);
+      row("ep_comm", o.setting, o.where, o.source, o.measured_us, predict_ep_point_us(p, hw));
+    }
+  }
   return cal;
 }
 
@@ -311,13 +279,67 @@ HardwareSpec apply_calibration(const HardwareSpec& base, const Calibration& cal)
   if (cal.gemm) {
     if (cal.gemm->launch_us.points > 0) hw.gemm.launch_us = cal.gemm->launch_us.value;
     hw.gpu.hbm_GBps = cal.gemm->hbm_GBps.value;
-    hw.gemm.efficiency.clear();
+    // A curve is replaced as a whole, and only for the dtype class that has points.
+    if (!cal.gemm->efficiency.empty()) hw.gemm.efficiency.clear();
     for (const auto& e : cal.gemm->efficiency)
       hw.gemm.efficiency.push_back(GemmEfficiencyPoint{e.padded_rows, e.efficiency.value});
+    if (!cal.gemm->fp8_efficiency.empty()) hw.gemm.fp8_efficiency.clear();
+    for (const auto& e : cal.gemm->fp8_efficiency)
+      hw.gemm.fp8_efficiency.push_back(GemmEfficiencyPoint{e.padded_rows, e.efficiency.value});
+  }
+  for (const auto* ep : {&cal.ep_nvlink, &cal.ep_rdma}) {
+    if (!*ep) continue;
+    const EpCommFit& f = **ep;
+    if (f.efficiency.points > 0)
+      (f.internode ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency) = std::min(1.0, f.efficiency.value);
+    if (f.sm_GBps.points > 0) hw.ep_backend.sm_GBps = f.sm_GBps.value;
+    if (f.dispatch_fixed_us.points > 0) hw.ep_backend.dispatch_fixed_us = f.dispatch_fixed_us.value;
+    if (f.combine_fixed_us.points > 0) hw.ep_backend.combine_fixed_us = f.combine_fixed_us.value;
   }
   if (cal.contention)
     hw.copy_engine.hbm_traffic_factor = std::clamp(cal.contention->hbm_traffic_factor.value, 0.0, 4.0);
   return hw;
+}
+
+double predict_gemm_point_us(const GemmPoint& point, const HardwareSpec& hw) {
+  const GemmObservation o = observe_gemm(point, "", "", hw.gemm.row_alignment);
+  return gemm_roofline_us(hw, point.shape.dtype, o.rows, o.flops, o.hbm_bytes);
+}
+
+double predict_gemm_call_us(const GemmCallPoint& point, const HardwareSpec& hw) {
+  const int align = hw.gemm.row_alignment;
+  return gemm_roofline_us(hw, point.dtype, gemm_call_rows(point, align), gemm_call_flops(point, align),
+                          gemm_call_hbm_bytes(point));
+}
+
+double predict_copy_point_us(const CopyPoint& point, const HardwareSpec& hw, const Calibration& cal) {
+  switch (point.kind) {
+    case CopyKind::ce_peer:
+      return hw.copy_engine.fixed_cost_us + point.bytes / (hw.copy_engine.bw_GBps * kBytesPerUsPerGBps);
+    case CopyKind::h2d:
+      return hw.pcie.latency_us + point.bytes / (hw.pcie.h2d_GBps * kBytesPerUsPerGBps);
+    case CopyKind::d2h:
+      return hw.pcie.latency_us + point.bytes / (hw.pcie.d2h_GBps * kBytesPerUsPerGBps);
+    case CopyKind::ce_local:
+    case CopyKind::sm_copy:
+      break;
+  }
+  const CopyFit* c = cal.copy(point.kind);
+  if (!c) throw std::invalid_argument(std::string("no fit of copy kind ") + to_string(point.kind));
+  return c->alpha_us.value + point.bytes / (c->beta_GBps.value * kBytesPerUsPerGBps);
+}
+
+double predict_all_to_all_us(const AllToAllPoint& point, const HardwareSpec& hw, const Calibration& cal) {
+  const auto& fit = point.ranks <= hw.gpus_per_node ? cal.all_to_all_intra : cal.all_to_all_inter;
+  if (!fit) throw std::invalid_argument("no all-to-all fit for " + std::to_string(point.ranks) + " ranks");
+  return fit->latency_us.value + (point.ranks - 1) * point.bytes_per_pair / (fit->bw_GBps.value * kBytesPerUsPerGBps);
+}
+
+double predict_ep_point_us(const EpCommPoint& point, const HardwareSpec& hw) {
+  const EpObservation o = ep_geometry(point, hw);
+  const EpBackendSpec& ep = hw.ep_backend;
+  return ep_model_us(o, hw, o.internode ? ep.ib_efficiency : ep.nvlink_efficiency, ep.sm_GBps, ep.dispatch_fixed_us,
+                     ep.combine_fixed_us);
 }
 
 }  // namespace epsim

@@ -2,8 +2,9 @@
 // one the simulator uses, written so that the fit is linear in its parameters:
 //   copy (per kind)   t = alpha + bytes / beta
 //   all-to-all        t = latency + bytes_sent_per_rank / bw,  bytes_sent_per_rank = (ranks - 1) * bytes_per_pair
-//   grouped GEMM      t = launch + max(FLOPs / (eta(R) * peak), bytes / hbm), R = rows padded per expert:
-//                     launch and hbm from the smallest-R points (memory bound), then eta(R) per measured R
+//   GEMM              t = launch + max(FLOPs / (eta_d(R) * peak_d), bytes / hbm), R = rows per group (padded
+//                     where the layout pads), d = FP8 or BF16: gemm_fit.hpp (start linear, then joint LM)
+//   EP dispatch/combine  t = fixed + bottleneck bytes / min(link * eff, sms * sm_GBps): ep_comm_fit.hpp
 //   CE contention     a GEMM needing HBM share f runs at min(1, (1 - p) / f), p = copy_GBps * factor / hbm
 // Every fitted number carries its standard error, the number of points and the files they came from.
 #pragma once
@@ -12,18 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "hw/calibration/ep_comm_fit.hpp"
+#include "hw/calibration/fitted_value.hpp"
+#include "hw/calibration/gemm_fit.hpp"
 #include "hw/calibration/measurements.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 
 namespace epsim {
-
-struct FittedValue {
-  double value = 0;
-  double stderr_ = 0;  ///< NaN when the fit had no spare degree of freedom
-  int points = 0;
-  std::vector<std::string> files;  ///< measurement files the points came from
-  std::string note;                ///< e.g. "memory bound: lower bound"
-};
 
 struct CopyFit {
   CopyKind kind = CopyKind::ce_peer;
@@ -39,20 +35,6 @@ struct AllToAllFit {
   double rel_rms = 0;
 };
 
-struct EfficiencyFit {
-  double padded_rows = 0;
-  FittedValue efficiency;
-  bool memory_bound = false;  ///< every point at these rows sat on the HBM floor: a lower bound
-};
-
-struct GemmFit {
-  FittedValue launch_us;  ///< points == 0 when kept from the base file (too few distinct sizes)
-  FittedValue hbm_GBps;
-  double memory_rel_rms = 0;
-  std::vector<EfficiencyFit> efficiency;  ///< increasing padded_rows
-  double rel_rms = 0;  ///< relative RMS of the whole model over every grouped_gemm point
-};
-
 struct ContentionFit {
   FittedValue hbm_traffic_factor;
   int points_without_slowdown = 0;  ///< compute-bound GEMMs that did not slow down: no information
@@ -65,6 +47,11 @@ struct Calibration {
   std::optional<AllToAllFit> all_to_all_inter;
   std::optional<GemmFit> gemm;
   std::optional<ContentionFit> contention;
+  std::optional<EpCommFit> ep_nvlink;  ///< ep_comm points within one node
+  std::optional<EpCommFit> ep_rdma;    ///< ep_comm points across nodes
+  /// Every point against the calibrated model (apply_calibration's hardware through the predict_*
+  /// functions below), in file order, then series order grouped_gemm, gemm, copy, all_to_all, ep_comm.
+  std::vector<PointResidual> residuals;
   std::vector<std::string> warnings;
   std::vector<Measurements> sources;
 
@@ -92,5 +79,19 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
 
 /// `base` with every fitted parameter replaced.
 HardwareSpec apply_calibration(const HardwareSpec& base, const Calibration& cal);
+
+// One point's time (us) predicted by a hardware model, with exactly the functions the fits use and the
+// simulator runs (gemm_roofline_us of sim/hardware/gemm_cost.hpp; the EP model of ep_comm_fit.hpp).
+// They throw std::invalid_argument where the hardware lacks what the point needs (an FP8 GEMM on
+// hardware without FP8 figures), and InputError where an EP point cannot be drawn.
+double predict_gemm_point_us(const GemmPoint& point, const HardwareSpec& hw);
+double predict_gemm_call_us(const GemmCallPoint& point, const HardwareSpec& hw);
+/// ce_peer from copy_engine, h2d / d2h from pcie; ce_local and sm_copy have no key in the hardware model
+/// and come from `cal`'s fit of their kind (std::invalid_argument when it has none).
+double predict_copy_point_us(const CopyPoint& point, const HardwareSpec& hw, const Calibration& cal);
+/// From `cal`'s all-to-all fit of the point's side (intra- or inter-node by hw.gpus_per_node).
+double predict_all_to_all_us(const AllToAllPoint& point, const HardwareSpec& hw, const Calibration& cal);
+/// The closed form of ep_comm_fit.hpp on the point's drawn traffic (seed 1), with hw.ep_backend's keys.
+double predict_ep_point_us(const EpCommPoint& point, const HardwareSpec& hw);
 
 }  // namespace epsim

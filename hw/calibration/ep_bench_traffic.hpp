@@ -38,4 +38,13 @@ EpBenchTraffic ep_bench_traffic(const EpCommPoint& point, std::uint64_t seed = 1
 /// The point's time: median_us when published, else mean_counted_bytes / published_GBps.
 double ep_point_time_us(const EpCommPoint& point, const EpBenchTraffic& traffic);
 
+/// Bytes on the busiest NVLink port: over ranks, the larger of the bytes a rank sends to and receives
+/// from the other ranks (the diagonal never crosses a link). A combine has the same figure (reversed).
+double busiest_nvlink_bytes(const EpBenchTraffic& traffic);
+/// Bytes on the busiest NIC: over ranks, the larger of its RDMA node bytes sent and of those it
+/// receives (rail forwarding: from the ranks with its local index on the other nodes). 0 on one node.
+double busiest_rdma_bytes(const EpBenchTraffic& traffic);
+/// True when the point spans more than one node (ep > gpus_per_node): RDMA sets its time.
+bool ep_point_internode(const EpCommPoint& point);
+
 }  // namespace epsim

@@ -109,12 +109,14 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
   }
   w.line("kind: hardware");
   w.line("name: " + yaml_scalar(name));
+  if (!base.description.empty()) w.line("description: " + yaml_scalar(base.description + " (calibrated)"));
   w.kept(0, "nodes", std::to_string(base.nodes));
   w.kept(0, "gpus_per_node", std::to_string(base.gpus_per_node));
   w.line("");
   w.line("gpu:");
   w.kept(2, "sms", std::to_string(hw.gpu.sms));
   w.kept(2, "bf16_peak_TFLOPs", hw.gpu.bf16_peak_TFLOPs);
+  if (hw.gpu.fp8_peak_TFLOPs > 0) w.kept(2, "fp8_peak_TFLOPs", hw.gpu.fp8_peak_TFLOPs);
   if (cal.gemm)
     w.key(2, "hbm_GBps", num(hw.gpu.hbm_GBps), "t = launch + bytes / hbm at the smallest rows, " +
                                                    fit_comment(cal.gemm->hbm_GBps, " GB/s", cal.gemm->memory_rel_rms));
@@ -128,19 +130,25 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
     w.key(2, "launch_us", num(hw.gemm.launch_us), fit_comment(cal.gemm->launch_us, " us", cal.gemm->memory_rel_rms));
   else
     w.kept(2, "launch_us", hw.gemm.launch_us);
-  if (cal.gemm) {
-    w.line("  # fitted: fraction of bf16_peak_TFLOPs vs padded rows per expert, eta = FLOPs / ((t - launch) * peak)");
-    w.line("  efficiency:");
-    for (const auto& e : cal.gemm->efficiency) {
-      std::string text = "    - [" + num(e.padded_rows) + ", " + num(e.efficiency.value) + "]";
-      text.resize(std::max<std::size_t>(text.size(), 30), ' ');
-      w.line(text + "  # " + fit_comment(e.efficiency, ""));
+  auto curve = [&](const std::string& key, const std::vector<EfficiencyFit>* fit,
+                   const std::vector<GemmEfficiencyPoint>& kept, const std::string& peak) {
+    if (fit && !fit->empty()) {
+      w.line("  # fitted: fraction of " + peak + " vs rows per group, jointly with launch_us and hbm_GBps");
+      w.line("  " + key + ":");
+      for (const auto& e : *fit) {
+        std::string text = "    - [" + num(e.padded_rows) + ", " + num(e.efficiency.value) + "]";
+        text.resize(std::max<std::size_t>(text.size(), 30), ' ');
+        w.line(text + "  # " + fit_comment(e.efficiency, ""));
+      }
+    } else if (!kept.empty()) {
+      std::string text = "  " + key + ":";
+      text.resize(30, ' ');
+      w.line(text + "  # not fitted: kept from " + base_path);
+      for (const auto& p : kept) w.line("    - [" + num(p.tokens_per_expert, 10) + ", " + num(p.efficiency, 10) + "]");
     }
-  } else {
-    w.line("  efficiency:                  # not fitted: kept from " + base_path);
-    for (const auto& p : hw.gemm.efficiency)
-      w.line("    - [" + num(p.tokens_per_expert, 10) + ", " + num(p.efficiency, 10) + "]");
-  }
+  };
+  curve("efficiency", cal.gemm ? &cal.gemm->efficiency : nullptr, hw.gemm.efficiency, "bf16_peak_TFLOPs");
+  curve("fp8_efficiency", cal.gemm ? &cal.gemm->fp8_efficiency : nullptr, hw.gemm.fp8_efficiency, "fp8_peak_TFLOPs");
   w.line("");
   w.line("copy_engine:");
   if (const CopyFit* c = cal.copy(CopyKind::ce_peer)) {
@@ -188,7 +196,25 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
   w.line("ep_backend:");
   w.kept(2, "comm_sms", std::to_string(hw.ep_backend.comm_sms));
   w.kept(2, "internode_route", hw.ep_backend.internode_route);
-  if (cal.all_to_all_intra) {
+  w.kept(2, "dispatch_engine", to_string(hw.ep_backend.dispatch_engine));
+  w.kept(2, "combine_engine", to_string(hw.ep_backend.combine_engine));
+  // ep_comm fits win over the all-to-all mapping: they are the kernels the simulator models.
+  const EpCommFit* nv = cal.ep_nvlink ? &*cal.ep_nvlink : nullptr;
+  const EpCommFit* ib = cal.ep_rdma ? &*cal.ep_rdma : nullptr;
+  auto ep_key = [&](const std::string& key, double value, const FittedValue* nvv, const FittedValue* ibv,
+                    const std::string& unit) {
+    for (const auto& [f, v] : {std::make_pair(nv, nvv), std::make_pair(ib, ibv)})
+      if (f && v && v->points > 0) {
+        w.key(2, key, num(value),
+              std::string("ep_comm ") + (f->internode ? "RDMA" : "NVLink") + " points, " + fit_comment(*v, unit, f->rel_rms) +
+                  (key.find("efficiency") != std::string::npos && v->value > 1 ? "; clamped to 1" : ""));
+        return;
+      }
+    w.kept(2, key, value);
+  };
+  if (nv && nv->efficiency.points > 0)
+    ep_key("nvlink_efficiency", hw.ep_backend.nvlink_efficiency, &nv->efficiency, nullptr, "");
+  else if (cal.all_to_all_intra) {
     FittedValue eff = cal.all_to_all_intra->bw_GBps;  // bandwidth / port_bw_GBps, error scaled alike
     eff.value /= base.nvlink.port_bw_GBps;
     eff.stderr_ /= base.nvlink.port_bw_GBps;
@@ -196,11 +222,15 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
           "intra-node all_to_all bandwidth " + num(cal.all_to_all_intra->bw_GBps.value, 4) + " GB/s / port_bw_GBps " +
               num(base.nvlink.port_bw_GBps) + ", " + fit_comment(eff, "", cal.all_to_all_intra->rel_rms) +
               (eff.value > 1 ? "; clamped to 1" : ""));
-  }
-  else
+  } else
     w.kept(2, "nvlink_efficiency", hw.ep_backend.nvlink_efficiency);
-  w.kept(2, "ib_efficiency", hw.ep_backend.ib_efficiency);
-  w.line("  message_efficiency:          # not fitted: kept from " + base_path);
+  ep_key("ib_efficiency", hw.ep_backend.ib_efficiency, nullptr, ib ? &ib->efficiency : nullptr, "");
+  ep_key("sm_GBps", hw.ep_backend.sm_GBps, nv ? &nv->sm_GBps : nullptr, ib ? &ib->sm_GBps : nullptr, " GB/s");
+  ep_key("dispatch_fixed_us", hw.ep_backend.dispatch_fixed_us, nv ? &nv->dispatch_fixed_us : nullptr,
+         ib ? &ib->dispatch_fixed_us : nullptr, " us");
+  ep_key("combine_fixed_us", hw.ep_backend.combine_fixed_us, nv ? &nv->combine_fixed_us : nullptr,
+         ib ? &ib->combine_fixed_us : nullptr, " us");
+  w.line("  message_efficiency:          # not fitted (the fixed costs carry the small-message time): kept from " + base_path);
   for (const auto& p : hw.ep_backend.message_efficiency)
     w.line("    - [" + num(p.bytes, 10) + ", " + num(p.efficiency, 10) + "]");
   return w.str();

@@ -1,10 +1,14 @@
 // epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml: fits the hardware model to
-// microbenchmark measurements and writes a complete hardware file (docs/calibration.md).
+// measurements (microbenchmarks or published figures) and writes a complete hardware file; prints the
+// fitted values with their standard errors and the residuals per series, or per point with --points
+// (docs/calibration.md).
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "hw/calibration/calibration_fit.hpp"
 #include "hw/calibration/hardware_writer.hpp"
@@ -31,6 +35,22 @@ std::string pm(const FittedValue& v, const std::string& unit) {
          std::to_string(v.points) + " pts)";
 }
 
+void print_efficiency(std::ostream& out, const char* dtype, const std::vector<EfficiencyFit>& curve) {
+  for (const auto& e : curve)
+    out << "    " << dtype << " eta(" << fmt(e.padded_rows) << " rows) = " << pm(e.efficiency, "")
+        << (e.memory_bound ? " memory bound: lower bound" : "") << "\n";
+}
+
+void print_ep(std::ostream& out, const EpCommFit& f) {
+  out << "  ep_comm " << (f.internode ? "RDMA (across nodes)" : "NVLink (one node)") << ", " << f.points
+      << " pts: " << (f.internode ? "ib_efficiency " : "nvlink_efficiency ") << pm(f.efficiency, "") << "\n"
+      << "    sm_GBps " << (f.sm_GBps.points ? pm(f.sm_GBps, " GB/s") : "kept " + fmt(f.sm_GBps.value)) << ", dispatch_fixed_us "
+      << (f.dispatch_fixed_us.points ? pm(f.dispatch_fixed_us, " us") : "kept " + fmt(f.dispatch_fixed_us.value))
+      << ", combine_fixed_us "
+      << (f.combine_fixed_us.points ? pm(f.combine_fixed_us, " us") : "kept " + fmt(f.combine_fixed_us.value))
+      << "; rel. RMS " << fmt(100 * f.rel_rms) << "%\n";
+}
+
 void print_summary(std::ostream& out, const Calibration& cal) {
   for (const auto& c : cal.copies)
     out << "  copy " << to_string(c.kind) << ": alpha " << pm(c.alpha_us, " us") << ", beta " << pm(c.beta_GBps, " GB/s")
@@ -41,16 +61,58 @@ void print_summary(std::ostream& out, const Calibration& cal) {
           << ", bw " << pm((*a)->bw_GBps, " GB/s") << ", rel. RMS " << fmt(100 * (*a)->rel_rms) << "%\n";
   if (cal.gemm) {
     const GemmFit& g = *cal.gemm;
-    out << "  grouped_gemm: launch " << (g.launch_us.points ? pm(g.launch_us, " us") : std::string("kept")) << ", hbm "
-        << pm(g.hbm_GBps, " GB/s") << "; model rel. RMS " << fmt(100 * g.rel_rms) << "%\n";
-    for (const auto& e : g.efficiency)
-      out << "    eta(" << fmt(e.padded_rows) << " rows) = " << pm(e.efficiency, "") << (e.memory_bound ? " memory bound" : "")
-          << "\n";
+    out << "  gemm (" << g.points << " pts): launch " << (g.launch_us.points ? pm(g.launch_us, " us") : std::string("kept"))
+        << ", hbm " << pm(g.hbm_GBps, " GB/s") << "; model rel. RMS " << fmt(100 * g.rel_rms) << "%\n";
+    print_efficiency(out, "bf16", g.efficiency);
+    print_efficiency(out, "fp8", g.fp8_efficiency);
   }
+  for (const auto* ep : {&cal.ep_nvlink, &cal.ep_rdma})
+    if (*ep) print_ep(out, **ep);
   if (cal.contention)
     out << "  hbm_traffic_factor " << pm(cal.contention->hbm_traffic_factor, "") << ", rel. RMS "
         << fmt(100 * cal.contention->rel_rms) << "%\n";
   for (const auto& w : cal.warnings) out << "  warning: " << w << "\n";
+}
+
+/// Per series: points, median and largest |residual| (with the point), in first-seen order.
+void print_residual_summary(std::ostream& out, const std::vector<PointResidual>& rows) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const PointResidual*>> by_series;
+  for (const auto& r : rows) {
+    if (by_series[r.series].empty()) order.push_back(r.series);
+    by_series[r.series].push_back(&r);
+  }
+  if (!order.empty()) out << "  residuals (measured - model) / measured; --points lists every point:\n";
+  for (const auto& series : order) {
+    auto pts = by_series[series];
+    std::vector<double> abs_res;
+    const PointResidual* worst = pts.front();
+    for (const auto* p : pts) {
+      abs_res.push_back(std::abs(p->residual()));
+      if (std::abs(p->residual()) > std::abs(worst->residual())) worst = p;
+    }
+    std::sort(abs_res.begin(), abs_res.end());
+    const std::size_t n = abs_res.size();
+    const double median = n % 2 ? abs_res[n / 2] : (abs_res[n / 2 - 1] + abs_res[n / 2]) / 2;
+    out << "    " << series << ": " << n << " pts, median |res| " << fmt(100 * median) << "%, max "
+        << fmt(100 * worst->residual()) << "% at " << worst->where << " (" << worst->setting << ")\n";
+  }
+}
+
+/// Every point, grouped per series: where, setting, measured, model, residual, source.
+void print_points(std::ostream& out, const std::vector<PointResidual>& rows) {
+  std::vector<std::string> order;
+  for (const auto& r : rows)
+    if (std::find(order.begin(), order.end(), r.series) == order.end()) order.push_back(r.series);
+  for (const auto& series : order) {
+    out << "  " << series << ":\n";
+    for (const auto& r : rows) {
+      if (r.series != series) continue;
+      char line[160];
+      std::snprintf(line, sizeof line, "%12.4g %12.4g %+8.2f%%", r.measured_us, r.model_us, 100 * r.residual());
+      out << "    " << r.where << "  " << r.setting << "\n      measured/model us " << line << "  " << r.source << "\n";
+    }
+  }
 }
 
 }  // namespace
@@ -58,7 +120,7 @@ void print_summary(std::ostream& out, const Calibration& cal) {
 int calibrate_command(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string base_path, output, name;
-  bool force = false, quiet = false;
+  bool force = false, quiet = false, points = false;
   po::options_description options("epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [options]");
   options.add_options()
       ("help,h", "show this help")
@@ -67,6 +129,7 @@ int calibrate_command(const std::vector<std::string>& args) {
       ("output,o", po::value(&output), "calibrated hardware YAML to write")
       ("name", po::value(&name), "name: of the written hardware (default: the output file's stem)")
       ("force", po::bool_switch(&force), "replace an existing output file")
+      ("points", po::bool_switch(&points), "print every point's measured and model time and residual, per series")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "measurements", -1)) return 0;
   if (inputs.empty()) throw InputError("command line", "", "missing MEASUREMENTS.yaml (see epsim calibrate --help)");
@@ -86,6 +149,8 @@ int calibrate_command(const std::vector<std::string>& args) {
     std::cout << "epsim calibrate: " << inputs.size() << " measurement file" << (inputs.size() == 1 ? "" : "s")
               << " on base " << base_path << "\n";
     print_summary(std::cout, cal);
+    print_residual_summary(std::cout, cal.residuals);
+    if (points) print_points(std::cout, cal.residuals);
     std::cout << "  wrote " << output << "\n";
   }
   return 0;

@@ -1,9 +1,12 @@
 // Grouped-GEMM time from a cost curve, never from a linear rate:
-//   t = launch + max( sum_e flops(pad(M_e)) / (eta(pad(M_e)) * peak),  bytes / HBM )
-// where pad rounds each expert's rows up to the alignment, eta is the efficiency curve over rows per
-// expert, and bytes are the weights of every expert with M_e > 0 plus the activations read and
-// written. Experts with no tokens cost nothing. This is the time with every SM available; the SmPool
-// stretches it while communication kernels hold SMs.
+//   t = launch + max( sum_e flops(pad(M_e)) / (eta_d(pad(M_e)) * peak_d),  bytes / HBM )
+// where pad rounds each expert's rows up to the alignment, d is the GEMM's input dtype
+// (model.precision.gemm: FP8 runs against fp8_peak_TFLOPs with the fp8_efficiency curve, BF16, FP16 and
+// FP32 against bf16_peak_TFLOPs with the efficiency curve), eta_d is that curve over rows per expert, and
+// bytes are the weights of every expert with M_e > 0 plus the activations read and written, one byte per
+// element for FP8, else the model's dtype_bytes. Experts with no tokens cost nothing. This is the time with every SM available;
+// the SmPool stretches it while communication kernels hold SMs. The free functions below are the same
+// roofline for one GEMM call; `epsim calibrate` fits its parameters through them.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +18,23 @@
 
 namespace epsim {
 
+/// Dense peak TFLOP/s for GEMM inputs of `dtype`. Throws std::invalid_argument for FP8 on hardware
+/// without gpu.fp8_peak_TFLOPs or gemm.fp8_efficiency.
+double gemm_peak_TFLOPs(const HardwareSpec& hw, Dtype dtype);
+/// The efficiency curve of `dtype` (fp8_efficiency for FP8, efficiency otherwise), interpolated linearly
+/// in log2(rows) between its points and clamped at both ends. Throws like gemm_peak_TFLOPs.
+double gemm_efficiency(const HardwareSpec& hw, Dtype dtype, double padded_rows);
+/// Compute time (us, launch excluded) of `flops` at `padded_rows` rows per group.
+double gemm_compute_us(const HardwareSpec& hw, Dtype dtype, double padded_rows, double flops);
+/// Time (us, launch excluded) to stream `hbm_bytes` at gpu.hbm_GBps.
+double gemm_memory_us(const HardwareSpec& hw, double hbm_bytes);
+/// One GEMM call with the same rows in every group: launch + max(compute, memory), in us.
+double gemm_roofline_us(const HardwareSpec& hw, Dtype dtype, double padded_rows, double flops, double hbm_bytes);
+
 class GemmCost {
  public:
+  /// Throws std::invalid_argument when the model's GEMM dtype is FP8 and the hardware has no FP8 peak
+  /// or FP8 efficiency curve.
   GemmCost(const HardwareSpec& hw, const ModelSpec& model);
 
   /// Time of one grouped GEMM over experts with `tokens_per_expert` rows each. `ffn_size` is the
@@ -26,7 +44,7 @@ class GemmCost {
   /// Share of HBM bandwidth the same GEMM needs while it runs at full speed: 1 when it is memory bound,
   /// memory time / compute time when compute bound, 0 without tokens.
   double hbm_fraction(const std::vector<std::int64_t>& tokens_per_expert, int ffn_size) const;
-  /// Efficiency curve value for `padded_tokens` rows.
+  /// Efficiency curve value for `padded_tokens` rows (of the model's GEMM dtype).
   double efficiency(double padded_tokens) const;
   std::int64_t padded(std::int64_t tokens) const;
 

@@ -10,6 +10,7 @@
 #include "hw/calibration/calibration_fit.hpp"
 #include "hw/calibration/linear_fit.hpp"
 #include "hw/calibration/measurements.hpp"
+#include "sim/core/input_error.hpp"
 #include "sim/hardware/gemm_cost.hpp"
 #include "tests/hw/synthetic_measurements.hpp"
 #include "tests/test_paths.hpp"
@@ -84,7 +85,7 @@ TEST_CASE("noise-free synthetic measurements are recovered exactly") {
   const GemmFit& g = *cal.gemm;
   check_close(g.launch_us, truth.hw.gemm.launch_us, 1e-6);
   check_close(g.hbm_GBps, truth.hw.gpu.hbm_GBps, 1e-9);
-  CHECK(g.launch_us.points == 16);
+  CHECK(g.launch_us.points == 32);  // started at the 16 smallest-rows points, then fitted on all 32
   REQUIRE(g.efficiency.size() == truth.hw.gemm.efficiency.size());
   // 128 rows are memory bound here: the fit can only give the lower bound that keeps them on the HBM floor.
   CHECK(g.efficiency[0].memory_bound);
@@ -166,4 +167,138 @@ TEST_CASE("all-to-all beyond one node is fitted apart and not mapped onto NVLink
   CHECK(cal.all_to_all_inter->latency_us.points == 7);
   const HardwareSpec hw = apply_calibration(truth.hw, cal);
   CHECK(hw.nvlink.latency_us == doctest::Approx(truth.a2a_latency_us));
+}
+
+TEST_CASE("FP8 and BF16 GEMM calls of every layout are recovered per dtype with 0.5% noise") {
+  const test::CalibrationTruth truth;
+  const Measurements calls = test::synthetic_gemm_calls(truth, 0.005, "calls.yaml");
+  const Calibration cal = fit_measurements({calls}, truth.hw);
+  REQUIRE(cal.gemm);
+  const GemmFit& g = *cal.gemm;
+  check_close(g.hbm_GBps, truth.hw.gpu.hbm_GBps, 0.02);
+  check_close(g.launch_us, truth.hw.gemm.launch_us, 0.15);
+  REQUIRE(g.fp8_efficiency.size() == truth.hw.gemm.fp8_efficiency.size());
+  CHECK(g.fp8_efficiency[0].memory_bound);  // 64 rows: on the HBM floor
+  for (std::size_t i = 1; i < g.fp8_efficiency.size(); ++i) {
+    CAPTURE(i);
+    CHECK_FALSE(g.fp8_efficiency[i].memory_bound);
+    CHECK(g.fp8_efficiency[i].padded_rows == truth.hw.gemm.fp8_efficiency[i].tokens_per_expert);
+    check_close(g.fp8_efficiency[i].efficiency, truth.hw.gemm.fp8_efficiency[i].efficiency, 0.02);
+    CHECK(g.fp8_efficiency[i].efficiency.stderr_ > 0);
+  }
+  // BF16: 128 rows are memory bound for these shapes; 256 rows and up are recovered.
+  REQUIRE(g.efficiency.size() == truth.hw.gemm.efficiency.size());
+  for (std::size_t i = 1; i < g.efficiency.size(); ++i) {
+    CAPTURE(i);
+    check_close(g.efficiency[i].efficiency, truth.hw.gemm.efficiency[i].efficiency, 0.02);
+  }
+  CHECK(g.rel_rms < 0.008);
+  // One residual per point, each within the noise, through the simulator's own roofline.
+  REQUIRE(cal.residuals.size() == calls.gemm.size());
+  for (const auto& r : cal.residuals) {
+    CAPTURE(r.where);
+    CHECK(r.series == "gemm");
+    CHECK(std::abs(r.residual()) < 0.015);
+  }
+  const HardwareSpec fitted = apply_calibration(truth.hw, cal);
+  CHECK(fitted.gemm.fp8_efficiency.size() == truth.hw.gemm.fp8_efficiency.size());
+  for (const auto& p : calls.gemm)
+    CHECK(predict_gemm_call_us(p, fitted) == doctest::Approx(predict_gemm_call_us(p, truth.hw)).epsilon(0.02));
+}
+
+TEST_CASE("FP8 GEMM points on a base without an FP8 peak: one InputError naming the file and the point") {
+  const test::CalibrationTruth truth;
+  HardwareSpec base = truth.hw;
+  base.gpu.fp8_peak_TFLOPs = 0;
+  base.gemm.fp8_efficiency.clear();
+  const Measurements calls = test::synthetic_gemm_calls(truth, 0.0, "calls.yaml");
+  try {
+    fit_measurements({calls}, base);
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(e.file() == "calls.yaml");
+    CHECK(e.place() == "2:5");
+    CHECK(std::string(e.what()).find("gpu.fp8_peak_TFLOPs") != std::string::npos);
+  }
+}
+
+TEST_CASE("EP dispatch/combine: SM-bound and link-bound NVLink points and RDMA points recovered with 0.5% noise") {
+  const test::CalibrationTruth truth;
+  const Measurements ep = test::synthetic_ep_comm(truth, 0.005, true, "ep.yaml");
+  HardwareSpec base = truth.hw;  // start far from the truth: the fit must not lean on it
+  base.ep_backend.nvlink_efficiency = 0.5;
+  base.ep_backend.ib_efficiency = 0.5;
+  base.ep_backend.sm_GBps = 0;
+  base.ep_backend.dispatch_fixed_us = base.ep_backend.combine_fixed_us = 0;
+  const Calibration cal = fit_measurements({ep}, base);
+  REQUIRE(cal.ep_nvlink);
+  REQUIRE(cal.ep_rdma);
+  const EpCommFit& nv = *cal.ep_nvlink;
+  CHECK_FALSE(nv.internode);
+  check_close(nv.efficiency, 0.8, 0.02);
+  check_close(nv.sm_GBps, 20, 0.02);
+  check_close(nv.dispatch_fixed_us, 15, 0.05);
+  check_close(nv.combine_fixed_us, 25, 0.05);
+  CHECK(nv.points == 24);
+  for (const FittedValue* v : {&nv.efficiency, &nv.sm_GBps, &nv.dispatch_fixed_us, &nv.combine_fixed_us}) {
+    CAPTURE(v->value);
+    CHECK(v->stderr_ > 0);
+    CHECK(v->points == 24);
+  }
+  const EpCommFit& ib = *cal.ep_rdma;
+  CHECK(ib.internode);
+  check_close(ib.efficiency, 0.85, 0.02);
+  CHECK(ib.sm_GBps.points == 0);  // taken from the NVLink fit
+  CHECK(ib.dispatch_fixed_us.points == 0);
+  const HardwareSpec hw = apply_calibration(base, cal);
+  CHECK(hw.ep_backend.nvlink_efficiency == doctest::Approx(0.8).epsilon(0.02));
+  CHECK(hw.ep_backend.ib_efficiency == doctest::Approx(0.85).epsilon(0.02));
+  CHECK(hw.ep_backend.sm_GBps == doctest::Approx(20).epsilon(0.02));
+  CHECK(hw.ep_backend.dispatch_fixed_us == doctest::Approx(15).epsilon(0.05));
+  REQUIRE(cal.residuals.size() == ep.ep_comm.size());
+  for (const auto& r : cal.residuals) {
+    CAPTURE(r.setting);
+    CHECK(std::abs(r.residual()) < 0.015);
+  }
+}
+
+TEST_CASE("EP points that are all link bound leave sm_GBps at the base value, with a warning") {
+  const test::CalibrationTruth truth;
+  Measurements ep = test::synthetic_ep_comm(truth, 0.003, false, "ep.yaml");
+  std::vector<EpCommPoint> link_bound;
+  for (const auto& p : ep.ep_comm)
+    if (p.sms == 0 || p.sms >= 24) link_bound.push_back(p);
+  ep.ep_comm = link_bound;
+  HardwareSpec base = truth.hw;
+  base.ep_backend.sm_GBps = 33;
+  const Calibration cal = fit_measurements({ep}, base);
+  REQUIRE(cal.ep_nvlink);
+  CHECK(cal.ep_nvlink->sm_GBps.points == 0);
+  check_close(cal.ep_nvlink->efficiency, 0.8, 0.01);
+  CHECK(apply_calibration(base, cal).ep_backend.sm_GBps == 33);
+  bool warned = false;
+  for (const auto& w : cal.warnings) warned = warned || w.find("sm_GBps is kept from the base") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("published copy rates are fitted like timed copies") {
+  Measurements m;
+  m.file = "copies.yaml";
+  // alpha 2 us, beta 400 GB/s; the large copy given as a rate (its time bytes / rate, as the reader derives it).
+  for (double bytes : {1024.0, 1e9}) {
+    CopyPoint p;
+    p.kind = CopyKind::ce_peer;
+    p.bytes = bytes;
+    p.median_us = 2 + bytes / 400e3;
+    if (bytes > 1e6) p.published_GBps = bytes / p.median_us / 1e3;
+    p.where = "copies.yaml:3:5";
+    m.copy.push_back(p);
+  }
+  const test::CalibrationTruth truth;
+  const Calibration cal = fit_measurements({m}, truth.hw);
+  REQUIRE(cal.copy(CopyKind::ce_peer));
+  check_close(cal.copy(CopyKind::ce_peer)->alpha_us, 2, 1e-6);
+  check_close(cal.copy(CopyKind::ce_peer)->beta_GBps, 400, 1e-6);
+  REQUIRE(cal.residuals.size() == 2);
+  CHECK(std::abs(cal.residuals[1].residual()) < 1e-9);
 }

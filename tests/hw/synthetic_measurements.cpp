@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "hw/calibration/calibration_fit.hpp"
 #include "sim/hardware/gemm_cost.hpp"
 
 namespace epsim::test {
@@ -56,6 +57,89 @@ CalibrationTruth::CalibrationTruth() {
   hw.gemm.launch_us = 5.0;
   // 128 rows: memory bound with these shapes, so only a lower bound is recoverable there.
   hw.gemm.efficiency = {{128, 0.5}, {256, 0.3}, {512, 0.4}, {1024, 0.5}, {2048, 0.6}, {4096, 0.7}, {8192, 0.75}};
+  hw.gpu.fp8_peak_TFLOPs = 1979;
+  // 64 rows are memory bound (a lower bound only); the other knots compute bound for every synthetic shape.
+  hw.gemm.fp8_efficiency = {{64, 0.3}, {128, 0.25}, {256, 0.45}, {1024, 0.55}, {4096, 0.65}};
+  hw.nvlink.port_bw_GBps = 450;
+  hw.infiniband.nic_bw_GBps = 50;
+  hw.ep_backend.comm_sms = 24;
+  hw.ep_backend.nvlink_efficiency = 0.8;  // 360 GB/s: SM bound below 18 SMs at 20 GB/s per SM
+  hw.ep_backend.ib_efficiency = 0.85;
+  hw.ep_backend.sm_GBps = 20;
+  hw.ep_backend.dispatch_fixed_us = 15;
+  hw.ep_backend.combine_fixed_us = 25;
+}
+
+Measurements synthetic_gemm_calls(const CalibrationTruth& truth, double noise_scale, const std::string& file) {
+  Noise noise(noise_scale);
+  Measurements m;
+  m.file = file;
+  m.header.gpu = "synthetic";
+  int line = 1;
+  auto add = [&](int groups, std::int64_t rows, std::int64_t n, std::int64_t k, Dtype dtype, GemmLayout layout) {
+    GemmCallPoint p;
+    p.groups = groups;
+    p.m = rows;
+    p.n = n;
+    p.k = k;
+    p.dtype = dtype;
+    p.layout = layout;
+    p.median_us = noise(predict_gemm_call_us(p, truth.hw));
+    p.source = "synthetic";
+    p.where = file + ":" + std::to_string(++line) + ":5";
+    m.gemm.push_back(p);
+  };
+  // Every knot of both curves gets compute-bound points of two shapes; 64 rows are memory bound
+  // (FP8), which with several byte counts fixes launch and hbm.
+  for (Dtype d : {Dtype::fp8, Dtype::bf16}) {
+    const auto& curve = d == Dtype::fp8 ? truth.hw.gemm.fp8_efficiency : truth.hw.gemm.efficiency;
+    for (const auto& knot : curve) {
+      const auto rows = static_cast<std::int64_t>(knot.tokens_per_expert);
+      if (rows < 128) continue;
+      add(8, rows, 4096, 7168, d, GemmLayout::contiguous);
+      add(4, rows, 7168, 2048, d, GemmLayout::masked);
+    }
+  }
+  for (std::int64_t n : {2048, 4096, 7168, 16384}) add(1, 64, n, 7168, Dtype::fp8, GemmLayout::dense);
+  add(8, 64, 4096, 7168, Dtype::fp8, GemmLayout::masked);
+  return m;
+}
+
+Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise_scale, bool with_rdma,
+                               const std::string& file) {
+  Noise noise(noise_scale);
+  Measurements m;
+  m.file = file;
+  m.header.gpu = "synthetic";
+  int line = 1;
+  auto add = [&](EpKernel kernel, int ep, int gpus_per_node, std::int64_t tokens, int sms, Dtype dtype) {
+    EpCommPoint p;
+    p.kernel = kernel;
+    p.implementation = "synthetic";
+    p.ep = ep;
+    p.gpus_per_node = gpus_per_node;
+    p.tokens = tokens;
+    p.hidden = 7168;
+    p.top_k = 8;
+    p.experts = 256;
+    p.dtype = dtype;
+    p.sms = sms;
+    p.routing = BenchRouting::uniform;
+    p.where = file + ":" + std::to_string(++line) + ":5";
+    p.source = "synthetic";
+    p.median_us = noise(predict_ep_point_us(p, truth.hw));
+    m.ep_comm.push_back(p);
+  };
+  for (EpKernel kernel : {EpKernel::dispatch, EpKernel::combine}) {
+    const Dtype dtype = kernel == EpKernel::dispatch ? Dtype::fp8 : Dtype::bf16;
+    for (int sms : {4, 8, 12, 16, 24, 32, 48}) add(kernel, 8, 8, 4096, sms, dtype);
+    for (std::int64_t tokens : {16, 64, 256, 1024}) add(kernel, 8, 8, tokens, 24, dtype);
+    add(kernel, 8, 8, 2048, 0, dtype);  // SMs not stated: the base's comm_sms
+    if (with_rdma)
+      for (std::int64_t tokens : {512, 4096})
+        for (int sms : {16, 24}) add(kernel, 16, 8, tokens, sms, dtype);
+  }
+  return m;
 }
 
 std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise_scale) {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "hw/calibration/measurements.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 
 namespace epsim::test {
@@ -16,11 +17,20 @@ struct CalibrationTruth {
   double d2h_alpha_us = 2.8, d2h_beta_GBps = 55.2;
   double a2a_latency_us = 8.0, a2a_bw_GBps = 320;
   double hbm_traffic_factor = 1.6;
-  HardwareSpec hw;  ///< peak, hbm, launch, row alignment and the efficiency curve of the GEMMs
+  HardwareSpec hw;  ///< peaks, hbm, launch, row alignment, both efficiency curves, the EP backend
   CalibrationTruth();
 };
 
 /// A kind: measurements YAML text. `noise` (e.g. 0.003) scales a fixed +-1 pattern of relative errors.
 std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise);
+
+/// A `gemm` series (GemmCallPoint) timed by the fitted model itself (predict_gemm_call_us on truth.hw):
+/// FP8 and BF16, dense, contiguous and masked layouts, DeepSeek-V3-like shapes. `file` names it.
+Measurements synthetic_gemm_calls(const CalibrationTruth& truth, double noise, const std::string& file);
+
+/// An `ep_comm` series timed by predict_ep_point_us on truth.hw: NVLink points (EP 8 on one node) over
+/// an SM sweep that crosses from SM bound to link bound and over token counts, both kernels; RDMA
+/// points (EP 16, two nodes) when `with_rdma`.
+Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise, bool with_rdma, const std::string& file);
 
 }  // namespace epsim::test

@@ -1,0 +1,235 @@
+#include "hw/calibration/ep_comm_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "hw/calibration/ep_bench_traffic.hpp"
+#include "hw/calibration/fit_error.hpp"
+#include "hw/calibration/nonlinear_fit.hpp"
+
+namespace epsim {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kBytesPerUsPerGBps = 1e3;
+
+/// The four parameters and which of them the fit moves.
+struct EpParams {
+  double efficiency = 1, sm_GBps = 0, dispatch_fixed_us = 0, combine_fixed_us = 0;
+  bool free_eff = true, free_sm = false, free_dispatch = false, free_combine = false;
+
+  Eigen::VectorXd pack() const {
+    std::vector<double> v;
+    if (free_eff) v.push_back(std::log(efficiency));
+    if (free_sm) v.push_back(std::log(sm_GBps));
+    if (free_dispatch) v.push_back(dispatch_fixed_us);
+    if (free_combine) v.push_back(combine_fixed_us);
+    return Eigen::Map<Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+  }
+  EpParams unpack(const Eigen::VectorXd& q) const {
+    EpParams p = *this;
+    Eigen::Index i = 0;
+    if (free_eff) p.efficiency = std::exp(q(i++));
+    if (free_sm) p.sm_GBps = std::exp(q(i++));
+    if (free_dispatch) p.dispatch_fixed_us = q(i++);
+    if (free_combine) p.combine_fixed_us = q(i++);
+    return p;
+  }
+};
+
+struct Solved {
+  EpParams params;
+  NonlinearFit fit;
+};
+
+Solved solve(const std::vector<EpObservation>& obs, const HardwareSpec& hw, const EpParams& start) {
+  auto residuals = [&](const Eigen::VectorXd& q) {
+    const EpParams p = start.unpack(q);
+    Eigen::VectorXd r(static_cast<Eigen::Index>(obs.size()));
+    for (std::size_t i = 0; i < obs.size(); ++i) {
+      const double model = ep_model_us(obs[i], hw, p.efficiency, p.sm_GBps, p.dispatch_fixed_us, p.combine_fixed_us);
+      r(static_cast<Eigen::Index>(i)) = (obs[i].measured_us - model) / obs[i].measured_us;
+    }
+    return r;
+  };
+  Solved s;
+  s.fit = fit_levenberg_marquardt(residuals, start.pack());
+  s.params = start.unpack(s.fit.params);
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string num(double v) {
+  std::ostringstream out;
+  out.precision(4);
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+EpObservation ep_geometry(const EpCommPoint& p, const HardwareSpec& base) {
+  const EpBenchTraffic traffic = ep_bench_traffic(p, 1);
+  EpObservation o;
+  o.point = &p;
+  o.internode = ep_point_internode(p);
+  o.bottleneck_bytes = o.internode ? busiest_rdma_bytes(traffic) : busiest_nvlink_bytes(traffic);
+  o.sms = p.sms > 0 ? p.sms : base.ep_backend.comm_sms;
+  o.where = p.where;
+  return o;
+}
+
+EpObservation observe_ep(const EpCommPoint& p, const std::string& file, const std::string& default_source,
+                         const HardwareSpec& base) {
+  const EpBenchTraffic traffic = ep_bench_traffic(p, 1);
+  EpObservation o = ep_geometry(p, base);
+  o.measured_us = ep_point_time_us(p, traffic);
+  std::ostringstream s;
+  s << (p.implementation.empty() ? "ep" : p.implementation) << " " << to_string(p.kernel) << " " << to_string(p.dtype)
+    << " EP" << p.ep;
+  if (o.internode) s << " (" << p.ep / traffic.gpus_per_node << " nodes)";
+  s << ", " << p.tokens << " tok, " << o.sms << (p.sms > 0 ? " SMs" : " SMs (base)");
+  if (!p.kernel_only) s << ", API";
+  o.setting = s.str();
+  o.source = p.source.empty() ? default_source : p.source;
+  o.file = file;
+  return o;
+}
+
+double ep_model_us(const EpObservation& o, const HardwareSpec& hw, double efficiency, double sm_GBps,
+                   double dispatch_fixed_us, double combine_fixed_us) {
+  const double link = (o.internode ? hw.infiniband.nic_bw_GBps : hw.nvlink.port_bw_GBps) * efficiency;
+  const double rate = sm_GBps > 0 ? std::min(link, o.sms * sm_GBps) : link;
+  const double fixed = o.point->kernel == EpKernel::dispatch ? dispatch_fixed_us : combine_fixed_us;
+  return fixed + o.bottleneck_bytes / (rate * kBytesPerUsPerGBps);
+}
+
+EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec& hw, bool fit_sm, bool fit_dispatch_fixed,
+                      bool fit_combine_fixed,
+                      std::vector<std::string>& warnings) {
+  EpCommFit result;
+  result.points = static_cast<int>(obs.size());
+  if (obs.empty()) return result;
+  const bool inter = obs.front().internode;
+  result.internode = inter;
+  const std::string what = inter ? "ep_comm (RDMA)" : "ep_comm (NVLink)";
+  const double link_GBps = inter ? hw.infiniband.nic_bw_GBps : hw.nvlink.port_bw_GBps;
+  if (!(link_GBps > 0))
+    throw_at_point(obs.front().file, obs.front().where,
+                   what + ": the base hardware has no " + (inter ? "infiniband.nic_bw_GBps" : "nvlink.port_bw_GBps"));
+  for (const auto& o : obs)
+    if (!(o.bottleneck_bytes > 0))
+      throw_at_point(o.file, o.where, what + ": no bytes cross a link in this point (one rank, or no other node)");
+
+  EpParams start;
+  start.efficiency = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
+  start.sm_GBps = hw.ep_backend.sm_GBps;
+  start.dispatch_fixed_us = hw.ep_backend.dispatch_fixed_us;
+  start.combine_fixed_us = hw.ep_backend.combine_fixed_us;
+  // A kernel's fixed cost is separable from the bandwidth only with two or more bottleneck sizes.
+  std::set<double> sizes[2];
+  for (const auto& o : obs) sizes[o.point->kernel == EpKernel::dispatch ? 0 : 1].insert(o.bottleneck_bytes);
+  const bool fit_fixed[2] = {fit_dispatch_fixed, fit_combine_fixed};
+  start.free_dispatch = fit_fixed[0] && sizes[0].size() >= 2;
+  start.free_combine = fit_fixed[1] && sizes[1].size() >= 2;
+  for (int k = 0; k < 2; ++k)
+    if (fit_fixed[k] && sizes[k].size() == 1)
+      warnings.push_back(what + ": " + (k == 0 ? "dispatch" : "combine") +
+                         " points have one size only; its fixed cost is kept from the base file");
+  if (start.free_dispatch) start.dispatch_fixed_us = 0;
+  if (start.free_combine) start.combine_fixed_us = 0;
+
+  // Rates implied by each point with the starting fixed costs: a start for the link and SM rates.
+  std::vector<double> link_eff, per_sm;
+  for (const auto& o : obs) {
+    const double fixed = o.point->kernel == EpKernel::dispatch ? start.dispatch_fixed_us : start.combine_fixed_us;
+    const double busy = o.measured_us - fixed > 0 ? o.measured_us - fixed : o.measured_us;
+    const double rate = o.bottleneck_bytes / (busy * kBytesPerUsPerGBps);
+    link_eff.push_back(rate / link_GBps);
+    per_sm.push_back(rate / o.sms);
+  }
+  start.efficiency = std::clamp(*std::max_element(link_eff.begin(), link_eff.end()), 1e-3, 2.0);
+
+  // Several starts of the SM rate (the min() has a kink: a start far off may leave every point on one side).
+  std::vector<double> sm_starts;
+  if (fit_sm) {
+    std::sort(per_sm.begin(), per_sm.end());
+    sm_starts = {per_sm.front(), median(per_sm), per_sm.back(), 4 * per_sm.back()};
+  }
+  Solved best;
+  bool have = false;
+  for (double sm : fit_sm ? sm_starts : std::vector<double>{start.sm_GBps}) {
+    EpParams s = start;
+    s.free_sm = fit_sm;
+    s.sm_GBps = sm;
+    Solved t = solve(obs, hw, s);
+    if (!have || t.fit.rel_rms < best.fit.rel_rms) {
+      best = t;
+      have = true;
+    }
+  }
+  // Parameters no point is sensitive to go back to the base values and the rest is fitted again.
+  auto index_of = [](const EpParams& p, int which) {
+    int i = 0;
+    const bool flags[4] = {p.free_eff, p.free_sm, p.free_dispatch, p.free_combine};
+    for (int j = 0; j < which; ++j) i += flags[j] ? 1 : 0;
+    return flags[which] ? i : -1;
+  };
+  for (int round = 0; round < 2; ++round) {
+    EpParams s = best.params;
+    bool changed = false;
+    const int ie = index_of(s, 0), is = index_of(s, 1);
+    if (is >= 0 && !best.fit.determined[static_cast<std::size_t>(is)]) {
+      s.free_sm = false;
+      s.sm_GBps = hw.ep_backend.sm_GBps;
+      changed = true;
+      warnings.push_back(what + ": no point is SM bound; sm_GBps is kept from the base file");
+    }
+    if (ie >= 0 && !best.fit.determined[static_cast<std::size_t>(ie)]) {
+      s.free_eff = false;
+      s.efficiency = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
+      changed = true;
+      warnings.push_back(what + ": no point is link bound; the link efficiency is kept from the base file");
+    }
+    if (!changed) break;
+    if (!s.free_eff && !s.free_sm && !s.free_dispatch && !s.free_combine) {
+      throw_at_point(obs.front().file, obs.front().where,
+                     what + ": the points determine none of efficiency, sm_GBps and the fixed costs");
+    }
+    best = solve(obs, hw, s);
+  }
+
+  const EpParams& p = best.params;
+  std::vector<std::string> files;
+  for (const auto& o : obs)
+    if (std::find(files.begin(), files.end(), o.file) == files.end()) files.push_back(o.file);
+  auto value = [&](int which, double v, bool log_scale) {
+    const int i = index_of(p, which);
+    if (i < 0) return FittedValue{v, kNaN, 0, {}, "not determined by these points: kept from the base file"};
+    const double se = best.fit.stderr_(i);
+    return FittedValue{v, log_scale ? v * se : se, best.fit.points, files, ""};
+  };
+  result.efficiency = value(0, p.efficiency, true);
+  result.sm_GBps = value(1, p.sm_GBps, true);
+  result.dispatch_fixed_us = value(2, p.dispatch_fixed_us, false);
+  result.combine_fixed_us = value(3, p.combine_fixed_us, false);
+  result.rel_rms = best.fit.rel_rms;
+  for (FittedValue* f : {&result.dispatch_fixed_us, &result.combine_fixed_us})
+    if (f->value < 0) {
+      warnings.push_back(what + ": negative fixed cost " + num(f->value) + " us fitted; using 0");
+      f->value = 0;
+    }
+  if (result.efficiency.value > 1)
+    warnings.push_back(what + ": link efficiency " + num(result.efficiency.value) +
+                       " exceeds 1 (logical bytes above the line rate: check the counted rule and the link figure)");
+  return result;
+}
+
+}  // namespace epsim
