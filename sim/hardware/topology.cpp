@@ -91,6 +91,18 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
     pcie_d2h_.push_back(add(g, host0 + node, Fabric::kPcie, hw.pcie.d2h_GBps, gpu + "pcie_d2h"));
   }
 
+  // The SM limit of the EP kernels is not wiring: its links stay out of the graph and are added to
+  // EP routes explicitly.
+  const EpBackendSpec& ep = hw.ep_backend;
+  if (ep.sm_GBps > 0 && ep.comm_sms > 0) {
+    const double sms_GBps = ep.comm_sms * ep.sm_GBps;
+    for (int g = 0; g < num_gpus_; ++g) {
+      const std::string gpu = "gpu" + std::to_string(g) + ".";
+      ep_sms_out_.push_back(network.add_link(gpu + "ep_sms_out", sms_GBps));
+      ep_sms_in_.push_back(network.add_link(gpu + "ep_sms_in", sms_GBps));
+    }
+  }
+
   // One BFS per source GPU and fabric; the trees answer every later route query.
   const auto trees = [&](Fabric kind, std::vector<std::int32_t>& pred) {
     using Filter = FabricOnly<Fabric, Edge>;
@@ -134,6 +146,18 @@ LinkId Topology::nic_in(int gpu) const { return present(nic_in_, gpu, "nic_in");
 LinkId Topology::pcie_h2d(int gpu) const { return present(pcie_h2d_, gpu, "pcie_h2d"); }
 LinkId Topology::pcie_d2h(int gpu) const { return present(pcie_d2h_, gpu, "pcie_d2h"); }
 
+LinkId Topology::ep_sms_out(int gpu) const {
+  check_gpu(gpu);
+  if (!has_ep_sm_links()) throw std::logic_error("Topology: no ep_sms_out link (ep_backend.sm_GBps is 0)");
+  return ep_sms_out_[static_cast<std::size_t>(gpu)];
+}
+
+LinkId Topology::ep_sms_in(int gpu) const {
+  check_gpu(gpu);
+  if (!has_ep_sm_links()) throw std::logic_error("Topology: no ep_sms_in link (ep_backend.sm_GBps is 0)");
+  return ep_sms_in_[static_cast<std::size_t>(gpu)];
+}
+
 std::vector<LinkId> Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int dst) const {
   const std::int32_t* row = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
   std::vector<LinkId> route;
@@ -162,18 +186,31 @@ std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
   return tree_route(nvlink_pred_, src, dst);
 }
 
+int Topology::forwarding_gpu(int src, int dst) const {
+  check_gpu(src);
+  check_gpu(dst);
+  return same_node(src, dst) ? -1 : rail_peer(src, dst);
+}
+
 std::vector<LinkId> Topology::ep_route(int src, int dst) const {
   check_gpu(src);
   check_gpu(dst);
   if (src == dst) return {};
-  if (same_node(src, dst)) return tree_route(nvlink_pred_, src, dst);
-  const int peer = rail_peer(src, dst);
-  if (peer < 0) return tree_route(ib_pred_, src, dst);
-  std::vector<LinkId> route = tree_route(ib_pred_, src, peer);
-  if (peer != dst) {
-    const std::vector<LinkId> hop = tree_route(nvlink_pred_, peer, dst);
-    route.insert(route.end(), hop.begin(), hop.end());
+  std::vector<LinkId> route;
+  if (has_ep_sm_links()) route.push_back(ep_sms_out_[static_cast<std::size_t>(src)]);
+  auto append = [&route](const std::vector<LinkId>& part) { route.insert(route.end(), part.begin(), part.end()); };
+  if (same_node(src, dst)) {
+    append(tree_route(nvlink_pred_, src, dst));
+  } else {
+    const int peer = rail_peer(src, dst);
+    if (peer < 0) {
+      append(tree_route(ib_pred_, src, dst));
+    } else {
+      append(tree_route(ib_pred_, src, peer));
+      if (peer != dst) append(tree_route(nvlink_pred_, peer, dst));
+    }
   }
+  if (has_ep_sm_links()) route.push_back(ep_sms_in_[static_cast<std::size_t>(dst)]);
   return route;
 }
 

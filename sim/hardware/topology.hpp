@@ -2,6 +2,10 @@
 // vertices; every directional link (NVLink port out of / into a GPU, IB NIC out of / into a GPU, PCIe
 // host-to-device / device-to-host) is an edge that owns one FlowNetwork link. Routes are shortest paths
 // in that graph; the EP backend's inter-node route can forward over the rail (DeepEP).
+// When the EP backend's kernels are SM-limited (ep_backend.sm_GBps > 0), every GPU also has two
+// virtual links outside the graph, "ep_sms_out" and "ep_sms_in", of comm_sms x sm_GBps each: every
+// EP-backend message crosses its sender's out link and its receiver's in link, so a rank's kernel
+// moves at most that much per direction whatever the fabric allows.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +39,24 @@ class Topology {
   LinkId nic_in(int gpu) const;
   LinkId pcie_h2d(int gpu) const;
   LinkId pcie_d2h(int gpu) const;
+  /// The SM-limit links of `gpu`'s EP kernels (see the file comment); std::logic_error when the
+  /// kernels are not SM-limited (has_ep_sm_links() is false).
+  LinkId ep_sms_out(int gpu) const;
+  LinkId ep_sms_in(int gpu) const;
+  bool has_ep_sm_links() const { return !ep_sms_out_.empty(); }
 
   /// Links an EP-backend message from `src` to `dst` crosses (empty when src == dst), following
-  /// hw.ep_backend.internode_route for inter-node pairs.
+  /// hw.ep_backend.internode_route for inter-node pairs: with rail_forward, src's NIC out, the fabric
+  /// into forwarding_gpu(src, dst), then (unless that is dst) its NVLink port out and dst's NVLink port
+  /// in, as one message; with direct, src's NIC out and dst's NIC in. With SM-limited kernels the route
+  /// starts with ep_sms_out(src) and ends with ep_sms_in(dst).
   std::vector<LinkId> ep_route(int src, int dst) const;
+  /// The GPU an inter-node EP message from `src` to `dst` is forwarded through under rail_forward:
+  /// the GPU of dst's node with src's local index (dst itself when they share the index). -1 when the
+  /// pair is in one node, the route is direct, or that GPU is outside this topology (then the message
+  /// goes direct). A caller that moves a token once per destination node (DeepEP) sends it to this
+  /// GPU and forwards it from there with intra-node messages.
+  int forwarding_gpu(int src, int dst) const;
   /// Links a Copy Engine copy crosses inside one node: nvlink_out(src), nvlink_in(dst). src != dst,
   /// same node.
   std::vector<LinkId> nvlink_route(int src, int dst) const;
@@ -75,6 +93,8 @@ class Topology {
   Time_ps ib_latency_ps_ = 0;
   // Per GPU; -1 where the fabric has no bandwidth configured (see the constructor).
   std::vector<LinkId> nvlink_out_, nvlink_in_, nic_out_, nic_in_, pcie_h2d_, pcie_d2h_;
+  /// Per GPU when the EP kernels are SM-limited, empty otherwise.
+  std::vector<LinkId> ep_sms_out_, ep_sms_in_;
   std::vector<Edge> edges_;
   /// [src * num_vertices_ + v]: index in edges_ of the tree edge into v from src, -1 if unreachable.
   std::vector<std::int32_t> nvlink_pred_, ib_pred_;

@@ -87,7 +87,7 @@ void LayerRun::build_groups() {
     leg.to = dst;
     leg.group = group;
     leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
-    leg.bytes += static_cast<double>(r.tokens) * ctx_.model().token_bytes();
+    leg.tokens += static_cast<double>(r.tokens);
   }
   for (auto& [key, leg] : legs) {
     groups_[leg.group].ce_legs.push_back(static_cast<int>(ce_legs_.size()));
@@ -101,7 +101,11 @@ void LayerRun::init_nodes() {
   for (int g = 0; g < n_; ++g) ++node_dispatch_left_[ctx_.topology().node_of(g)];
 }
 
-std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse) const {
+double LayerRun::leg_bytes(const CeLeg& leg, TokenPhase phase) const {
+  return leg.tokens * ctx_.token_bytes(phase);
+}
+
+std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) const {
   std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
   for (const std::size_t index : routes_of_stage_[static_cast<std::size_t>(stage)]) {
     const TokenRoute& r = plan_.routes[index];
@@ -112,7 +116,7 @@ std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse) 
     if (r.via_gpu >= 0) to = r.via_gpu;
     else if (r.carrier == Carrier::ep_backend) to = dst;
     if (to < 0 || to == r.src_rank) continue;
-    const double b = static_cast<double>(r.tokens) * ctx_.model().token_bytes();
+    const double b = static_cast<double>(r.tokens) * bytes_per_token;
     if (reverse) bytes[to][r.src_rank] += b;
     else bytes[r.src_rank][to] += b;
   }
@@ -131,32 +135,44 @@ std::vector<std::vector<double>> LayerRun::transfer_bytes(PassKind pass) const {
 
 void LayerRun::add_comm_ops(PassState& p, Pass which) {
   const bool fwd = which == Pass::forward;
-  auto add = [&](OpKind kind, int stage, const std::string& name, std::vector<std::vector<double>> bytes) {
+  // Token exchanges run with their phase's kernel; weights and gradients on the EP backend's kernel
+  // with no fixed cost of their own.
+  auto add = [&](OpKind kind, int stage, const std::string& name, std::vector<std::vector<double>> bytes,
+                 CommKernel kernel) {
     const std::size_t index = p.ops.size();
     CommOp op;
     op.kind = kind;
     op.stage = stage;
-    op.collective = std::make_unique<AllToAllV>(ctx_, name, which, std::move(bytes),
-                                                [this, which, index](int g) { comm_part_done(which, g, index); });
-    if (kind == OpKind::weights) result_.weight_bytes += op.collective->total_bytes();
-    else if (kind == OpKind::gradients) result_.gradient_bytes += op.collective->total_bytes();
-    else result_.ep_token_bytes += op.collective->total_bytes();
+    op.collective = std::make_unique<AllToAllV>(
+        ctx_, name, which, std::move(bytes), [this, which, index](int g) { comm_part_done(which, g, index); }, kernel);
+    if (kind == OpKind::weights) {
+      result_.weight_bytes += op.collective->total_bytes();
+    } else if (kind == OpKind::gradients) {
+      result_.gradient_bytes += op.collective->total_bytes();
+    } else {
+      result_.ep_token_bytes += op.collective->total_bytes() - op.collective->copy_engine_bytes();
+      result_.ce_token_bytes += op.collective->copy_engine_bytes();
+    }
     p.ops.push_back(std::move(op));
   };
+  const TokenPhase to_experts = fwd ? TokenPhase::dispatch : TokenPhase::grad_dispatch;
+  const TokenPhase back = fwd ? TokenPhase::combine : TokenPhase::grad_combine;
   auto staged = [&](const char* name, int k) {
     return stages_ > 1 ? std::string(name) + " s" + std::to_string(k) : std::string(name);
   };
   p.ops.reserve(2 * static_cast<std::size_t>(stages_) + 1);
   for (int k = 0; k < stages_; ++k)
-    add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k), stage_bytes(k, false));
+    add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k),
+        stage_bytes(k, false, ctx_.token_bytes(to_experts)), ctx_.comm_kernel(to_experts));
   const auto moved = transfer_bytes(fwd ? PassKind::forward : PassKind::backward);
   const bool any_moved = std::any_of(moved.begin(), moved.end(), [](const std::vector<double>& row) {
     return std::any_of(row.begin(), row.end(), [](double b) { return b > 0; });
   });
-  if (fwd && any_moved) add(OpKind::weights, 0, "weights", moved);
+  if (fwd && any_moved) add(OpKind::weights, 0, "weights", moved, CommKernel{});
   for (int k = 0; k < stages_; ++k)
-    add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), stage_bytes(k, true));
-  if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", moved);
+    add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), stage_bytes(k, true, ctx_.token_bytes(back)),
+        ctx_.comm_kernel(back));
+  if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", moved, CommKernel{});
 
   p.comm_cursor.assign(n_, 0);
   p.comm_busy.assign(n_, false);
@@ -322,13 +338,14 @@ void LayerRun::maybe_start_ce_legs(Pass which, int from) {
     if (leg.from != from || p.leg_started[l] || (leg.after_dispatch && !dispatched)) continue;
     p.leg_started[l] = true;
     const bool fwd = which == Pass::forward;
-    ctx_.ce_copy(leg.from, leg.to, leg.bytes, which, fwd ? "tokens" : "output grads", [this, which, l] {
+    const double bytes = leg_bytes(leg, fwd ? TokenPhase::dispatch : TokenPhase::grad_dispatch);
+    ctx_.ce_copy(leg.from, leg.to, bytes, which, fwd ? "tokens" : "output grads", [this, which, l] {
       const CeLeg& arrived = ce_legs_[l];
       --state(which).ce_pending[arrived.group];
       if (which == Pass::forward) pump_forward_compute(arrived.to);
       else pump_backward_compute(arrived.to);
     });
-    result_.ce_token_bytes += leg.bytes;
+    result_.ce_token_bytes += bytes;
   }
 }
 
@@ -359,13 +376,14 @@ void LayerRun::forward_group_done(int id) {
   for (int k : group.stages) --fwd_.combine_block[group.gpu][k];
   for (int l : group.ce_legs) {
     const CeLeg& leg = ce_legs_[l];
-    ctx_.ce_copy(leg.to, leg.from, leg.bytes, Pass::forward, "outputs", [this, l] {
+    const double bytes = leg_bytes(leg, TokenPhase::combine);
+    ctx_.ce_copy(leg.to, leg.from, bytes, Pass::forward, "outputs", [this, l] {
       const int from = ce_legs_[l].from;
       for (int k = 0; k < stages_; ++k) --fwd_.combine_block[from][k];
       pump_comm(Pass::forward, from);
       close(Pass::forward);
     });
-    result_.ce_token_bytes += leg.bytes;
+    result_.ce_token_bytes += bytes;
   }
   pump_comm(Pass::forward, group.gpu);
   close(Pass::forward);
@@ -419,13 +437,14 @@ void LayerRun::backward_dgrad_done(int id) {
   for (int k : group.stages) --bwd_.combine_block[group.gpu][k];
   for (int l : group.ce_legs) {
     const CeLeg& leg = ce_legs_[l];
-    ctx_.ce_copy(leg.to, leg.from, leg.bytes, Pass::backward, "input grads", [this, l] {
+    const double bytes = leg_bytes(leg, TokenPhase::grad_combine);
+    ctx_.ce_copy(leg.to, leg.from, bytes, Pass::backward, "input grads", [this, l] {
       const int from = ce_legs_[l].from;
       for (int k = 0; k < stages_; ++k) --bwd_.combine_block[from][k];
       pump_comm(Pass::backward, from);
       close(Pass::backward);
     });
-    result_.ce_token_bytes += leg.bytes;
+    result_.ce_token_bytes += bytes;
   }
   pump_comm(Pass::backward, group.gpu);
 }

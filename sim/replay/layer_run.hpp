@@ -47,13 +47,14 @@ class LayerRun {
     std::vector<int> stages;  ///< stages of its direct EP routes (their combine waits for it)
     std::vector<int> ce_legs; ///< Copy Engine token copies into it
   };
-  /// Tokens moved by Copy Engine from `from` to `to` for one group (aggregated).
+  /// Tokens moved by Copy Engine from `from` to `to` for one group (aggregated). Each copy moves them
+  /// in the number format of its phase (tokens: dispatch, outputs: combine, and the gradients' too).
   struct CeLeg {
     int from = 0;
     int to = 0;
     int group = 0;
     bool after_dispatch = false;  ///< `from` received them by EP first (two-phase route)
-    double bytes = 0;
+    double tokens = 0;
   };
   /// What an operation on the communication stream is, which decides what it waits for and what its
   /// end unblocks.
@@ -82,7 +83,10 @@ class LayerRun {
 
   void build_groups();  ///< groups, their inputs, and the Copy Engine legs into them
   void init_nodes();
-  std::vector<std::vector<double>> stage_bytes(int stage, bool reverse) const;
+  /// Payload of exchange stage `stage` per (src, dst), `bytes_per_token` each; reverse: back to the sources.
+  std::vector<std::vector<double>> stage_bytes(int stage, bool reverse, double bytes_per_token) const;
+  /// Bytes of a Copy Engine leg in `phase`.
+  double leg_bytes(const CeLeg& leg, TokenPhase phase) const;
   std::vector<std::vector<double>> transfer_bytes(PassKind pass) const;
   void add_comm_ops(PassState& pass, Pass which);
   void pump_comm(Pass which, int gpu);

@@ -21,7 +21,34 @@ double interpolate(const std::vector<MessageEfficiencyPoint>& curve, double byte
   return curve.back().efficiency;
 }
 
+bool left_at_defaults(const PrecisionSpec& p) {
+  const PrecisionSpec d;
+  return p.dispatch == d.dispatch && p.combine == d.combine && p.grad_dispatch == d.grad_dispatch &&
+         p.grad_combine == d.grad_combine && p.gemm == d.gemm && p.fp8_scale_block == d.fp8_scale_block;
+}
+
 }  // namespace
+
+double SimContext::token_bytes(TokenPhase phase) const {
+  if (left_at_defaults(model_.precision)) return static_cast<double>(model_.token_bytes());
+  const PrecisionSpec& p = model_.precision;
+  switch (phase) {
+    case TokenPhase::dispatch: return static_cast<double>(model_.token_bytes(p.dispatch));
+    case TokenPhase::combine: return static_cast<double>(model_.token_bytes(p.combine));
+    case TokenPhase::grad_dispatch: return static_cast<double>(model_.token_bytes(p.grad_dispatch));
+    case TokenPhase::grad_combine: return static_cast<double>(model_.token_bytes(p.grad_combine));
+  }
+  return static_cast<double>(model_.token_bytes());
+}
+
+CommKernel SimContext::comm_kernel(TokenPhase phase) const {
+  const EpBackendSpec& ep = hw_.ep_backend;
+  const bool to_experts = phase == TokenPhase::dispatch || phase == TokenPhase::grad_dispatch;
+  CommKernel kernel;
+  kernel.engine = to_experts ? ep.dispatch_engine : ep.combine_engine;
+  kernel.fixed_ps = us_to_ps(to_experts ? ep.dispatch_fixed_us : ep.combine_fixed_us);
+  return kernel;
+}
 
 SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus)
     : hw_(hw), model_(model), network_(queue_), topology_(hw, num_gpus, network_), gemm_(hw, model) {

@@ -21,6 +21,21 @@
 
 namespace epsim {
 
+/// The token exchanges of a MoE layer. Each has its own number format (model.precision) and its own
+/// kind of kernel (ep_backend.dispatch_* for the two that carry tokens or output gradients to the
+/// experts, ep_backend.combine_* for the two that bring results back).
+enum class TokenPhase { dispatch, combine, grad_dispatch, grad_combine };
+
+/// How every rank's part of one all-to-all runs.
+struct CommKernel {
+  /// sms: one communication kernel per rank moves every message and holds comm_sms SMs. copy_engine:
+  /// the intra-node messages are Copy Engine copies (no SMs); the inter-node ones stay on the kernel,
+  /// which then runs (and holds its SMs) only on ranks that send or receive across nodes.
+  CommEngine engine = CommEngine::sms;
+  /// Paid by a rank's kernel after it takes its SMs and before its first byte moves.
+  Time_ps fixed_ps = 0;
+};
+
 class SimContext {
  public:
   using Done = std::function<void()>;
@@ -30,7 +45,14 @@ class SimContext {
   SimContext& operator=(const SimContext&) = delete;
 
   /// An EP-backend message of `payload_bytes` from `src` to `dst` (src != dst). Its wire bytes include
-  /// the fabric's protocol efficiency and the message-size curve.
+  /// the fabric's protocol efficiency and the message-size curve (IB's when the two GPUs are in
+  /// different nodes, NVLink's otherwise). It crosses topology().ep_route(src, dst) as one flow: for
+  /// GPUs in different nodes under rail_forward that is IB into topology().forwarding_gpu(src, dst),
+  /// then NVLink on to dst, with IB latency plus NVLink latency, so each (src, dst) message is sent
+  /// over IB on its own. A caller that models DeepEP's once-per-node send addresses the forwarding GPU
+  /// (an IB-only message) and then sends one intra-node message from there to each destination rank.
+  /// With SM-limited kernels (ep_backend.sm_GBps > 0) it also crosses src's ep_sms_out and dst's
+  /// ep_sms_in links, which count its wire bytes.
   void ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name, Done done);
   /// A copy on `src`'s Copy Engine to `dst` in the same node. While it runs it adds HBM traffic on both
   /// GPUs (copy_engine.hbm_traffic_factor), which memory-bound kernels there feel.
@@ -45,6 +67,14 @@ class SimContext {
   void host_task(int gpu, Time_ps duration_ps, Pass pass, const std::string& name, Done done);
   /// Records an interval that no single engine resource reports (an EP kernel holding SMs).
   void record(int gpu, Track track, Pass pass, const std::string& name, Time_ps start_ps, double bytes = 0);
+
+  /// Bytes one token moves in `phase`: model().token_bytes(the phase's dtype), FP8 scales included.
+  /// A ModelSpec whose precision was left at PrecisionSpec's defaults (as tests build them in code)
+  /// moves model().token_bytes() = hidden x dtype_bytes in every phase, as before phases had their own
+  /// dtype; for dtype_bytes 2 that is the same figure.
+  double token_bytes(TokenPhase phase) const;
+  /// The kernel a token phase runs with, from hardware().ep_backend.
+  CommKernel comm_kernel(TokenPhase phase) const;
 
   EventQueue& queue() { return queue_; }
   FlowNetwork& network() { return network_; }
