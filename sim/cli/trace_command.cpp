@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/cli/commands.hpp"
+#include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
 #include "traces/format/trace_reader.hpp"
 #include "traces/import/flame_csv.hpp"
@@ -34,10 +35,10 @@ const char* kUsage =
     "  epsim trace import olmoe-counts FILE --ranks R --tokens-per-rank T --micro-batches M --seed S\n"
     "                                  -o OUT [--token-ids] [--force]\n"
     "  epsim trace import topk-jsonl FILE [--ranks R] -o OUT [--force]\n"
-    "  epsim trace generate --ranks R --experts E --top-k K --tokens-per-rank T [--layers L]\n"
-    "                       [--micro-batches M] [--steps S] [--dist uniform|zipf|lognormal]\n"
-    "                       [--zipf-alpha A] [--lognormal-sigma SIG] [--rank-skew SIGMA_R] [--drift D]\n"
-    "                       [--seed SEED] [--token-ids] -o OUT [--force]\n"
+    "  epsim trace generate --ranks R (--experts E --top-k K | --model FILE) --tokens-per-rank T\n"
+    "                       [--groups G --groups-per-token M] [--layers L] [--micro-batches M] [--steps S]\n"
+    "                       [--dist uniform|zipf|lognormal] [--zipf-alpha A] [--lognormal-sigma SIG]\n"
+    "                       [--rank-skew SIGMA_R] [--drift D] [--seed SEED] [--token-ids] -o OUT [--force]\n"
     "See docs/trace-format.md.\n";
 
 /// Parses `args` against the visible options plus one hidden positional argument named `positional`
@@ -192,8 +193,11 @@ int generate(const std::vector<std::string>& args) {
   const std::string cmd = "epsim trace generate";
   po::options_description desc("options");
   desc.add_options()("ranks", po::value<std::string>()->required(), "source ranks R")(
-      "experts", po::value<std::string>()->required(), "experts E")("top-k", po::value<std::string>()->required(),
-                                                                    "experts per token K")(
+      "experts", po::value<std::string>(), "experts E (or from --model)")(
+      "top-k", po::value<std::string>(), "experts per token K (or from --model)")(
+      "model", po::value<std::string>(), "model YAML: experts, top-k and routing groups from it")(
+      "groups", po::value<std::string>(), "expert groups G of group-limited routing (or from --model)")(
+      "groups-per-token", po::value<std::string>(), "groups M a token may reach (with --groups)")(
       "tokens-per-rank", po::value<std::string>()->required(), "tokens T per rank and record")(
       "layers", po::value<std::string>()->default_value("1"), "MoE layers L")(
       "micro-batches", po::value<std::string>()->default_value("1"), "micro-batches M per step")(
@@ -208,11 +212,40 @@ int generate(const std::vector<std::string>& args) {
                                                                  "output trace")("force", po::bool_switch(),
                                                                                  "replace an existing output");
   po::variables_map vm;
-  if (!parse(cmd, "--ranks R --experts E --top-k K --tokens-per-rank T [options] -o OUT", args, desc, "", vm)) return 0;
+  if (!parse(cmd, "--ranks R (--experts E --top-k K | --model FILE) --tokens-per-rank T [options] -o OUT", args, desc,
+             "", vm))
+    return 0;
   SyntheticOptions o;
   o.ranks = u32_opt(cmd, vm, "ranks", 1, 65536);
-  o.experts = u32_opt(cmd, vm, "experts", 1, 65536);
-  o.top_k = u32_opt(cmd, vm, "top-k", 1, 65536);
+  if (vm.count("model")) {
+    // The model gives what it knows; an option given as well must agree with it.
+    const ModelSpec model = load_model(vm["model"].as<std::string>());
+    o.experts = static_cast<std::uint32_t>(model.num_experts);
+    o.top_k = static_cast<std::uint32_t>(model.top_k);
+    if (model.routing.limited()) {
+      o.groups = static_cast<std::uint32_t>(model.routing.groups);
+      o.groups_per_token = static_cast<std::uint32_t>(model.routing.groups_per_token);
+    }
+    const auto agree = [&](const char* name, std::uint32_t from_model) {
+      if (vm.count(name) && u32_opt(cmd, vm, name, 0, 65536) != from_model)
+        throw InputError(cmd, std::string("--") + name,
+                         std::string("--") + name + " " + vm[name].as<std::string>() + " disagrees with the model's " +
+                             std::to_string(from_model) + " (" + vm["model"].as<std::string>() + ")");
+    };
+    agree("experts", o.experts);
+    agree("top-k", o.top_k);
+    agree("groups", o.groups);
+    agree("groups-per-token", o.groups_per_token);
+  } else {
+    for (const char* name : {"experts", "top-k"})
+      if (!vm.count(name))
+        throw InputError(cmd, std::string("--") + name,
+                         std::string("the option '--") + name + "' is required unless --model gives it (see --help)");
+    o.experts = u32_opt(cmd, vm, "experts", 1, 65536);
+    o.top_k = u32_opt(cmd, vm, "top-k", 1, 65536);
+    if (vm.count("groups")) o.groups = u32_opt(cmd, vm, "groups", 1, 65536);
+    if (vm.count("groups-per-token")) o.groups_per_token = u32_opt(cmd, vm, "groups-per-token", 1, 65536);
+  }
   o.tokens_per_rank = u32_opt(cmd, vm, "tokens-per-rank");
   o.layers = u32_opt(cmd, vm, "layers");
   o.micro_batches = u32_opt(cmd, vm, "micro-batches");

@@ -46,6 +46,13 @@ void check_synthetic_options(const SyntheticOptions& o) {
           "--lognormal-sigma must be between 0 and 10");
   require(std::isfinite(o.rank_skew) && o.rank_skew >= 0 && o.rank_skew <= 10, "--rank-skew must be between 0 and 10");
   require(std::isfinite(o.drift) && o.drift >= 0 && o.drift <= 10, "--drift must be between 0 and 10");
+  require((o.groups == 0) == (o.groups_per_token == 0), "--groups and --groups-per-token go together");
+  if (o.groups == 0) return;
+  require(o.groups <= o.experts && o.experts % o.groups == 0,
+          "--groups must divide --experts into equal groups");
+  require(o.groups_per_token <= o.groups, "--groups-per-token must be between 1 and --groups");
+  require(static_cast<std::uint64_t>(o.experts / o.groups) * o.groups_per_token >= o.top_k,
+          "--groups-per-token groups of --experts / --groups experts hold fewer than --top-k experts");
 }
 
 std::string synthetic_command(const SyntheticOptions& o) {
@@ -59,6 +66,8 @@ std::string synthetic_command(const SyntheticOptions& o) {
   s += " --rank-skew " + number_text(o.rank_skew) + " --drift " + number_text(o.drift) + " --seed " +
        std::to_string(o.seed);
   if (o.token_ids) s += " --token-ids";
+  if (o.groups > 0)
+    s += " --groups " + std::to_string(o.groups) + " --groups-per-token " + std::to_string(o.groups_per_token);
   return s;
 }
 
@@ -115,7 +124,12 @@ bool SyntheticTrace::next(TraceRecord& record) {
                        "the popularity is so skewed that fewer than --top-k experts have a weight "
                        "above zero in double precision; lower --zipf-alpha, --lognormal-sigma, "
                        "--rank-skew or --drift");
-    samplers_[s].reset(weights, opt_.top_k);
+    if (opt_.group_limited() && !group_limited_feasible(weights, opt_.top_k, opt_.groups, opt_.groups_per_token))
+      throw InputError(kWhere, "",
+                       "the popularity is so skewed that some --groups-per-token groups hold fewer than --top-k "
+                       "experts with a weight above zero in double precision; lower --zipf-alpha, "
+                       "--lognormal-sigma, --rank-skew or --drift");
+    samplers_[s].reset(weights, opt_.top_k, opt_.groups, opt_.groups_per_token);
   }
   record.step = step_;
   record.micro_batch = micro_batch_;

@@ -5,6 +5,9 @@
 // static log-factor rank_skew * N(0,1); per micro-batch (counted across steps, m = step * M + mb) the
 // layer's log-popularity walks: p_l(0) = b_l, p_l(m) = p_l(m-1) + drift * N(0,1) per expert. Rank s
 // then draws T tokens, each a top-k of distinct experts with weights exp(p_l(m)[e] + skew_l[s][e]).
+// With group-limited routing (groups G, groups_per_token M, as a model's routing block) the experts
+// form G equal contiguous groups and each token first draws M distinct groups by their total weight,
+// then its top-k inside them (TopkSampler), so it reaches at most M groups.
 //
 // Random streams (all Xoshiro256** seeded through mix_seed(seed, ...)): {1, l} base popularity,
 // {2, l} rank skew, {3, l} drift, {4, step, mb, l} the tokens of one record. Hence the first records
@@ -37,6 +40,9 @@ struct SyntheticOptions {
   double drift = 0.0;      ///< std of the per-micro-batch log-popularity step; 0 = static
   std::uint64_t seed = 1;
   bool token_ids = false;
+  std::uint32_t groups = 0;            ///< expert groups of group-limited routing; 0: unrestricted
+  std::uint32_t groups_per_token = 0;  ///< groups each token may reach; 0: unrestricted
+  bool group_limited() const { return groups_per_token >= 1 && groups_per_token < groups; }
 };
 
 /// Throws InputError (file "epsim trace generate") for impossible options.

@@ -11,8 +11,56 @@ std::uint32_t count_positive(const std::vector<double>& weights) {
   return n;
 }
 
-void TopkSampler::reset(const std::vector<double>& weights, std::uint32_t k) {
+bool group_limited_feasible(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups,
+                            std::uint32_t groups_per_token) {
+  assert(groups >= 1 && weights.size() % groups == 0);
+  const std::size_t size = weights.size() / groups;
+  std::vector<std::uint32_t> positive;  // positive experts of each group with some weight
+  for (std::uint32_t g = 0; g < groups; ++g) {
+    std::uint32_t n = 0;
+    for (std::size_t e = g * size; e < (g + 1) * size; ++e) n += weights[e] > 0 ? 1 : 0;
+    if (n > 0) positive.push_back(n);
+  }
+  if (positive.size() < groups_per_token) return false;
+  std::sort(positive.begin(), positive.end());
+  std::uint64_t fewest = 0;
+  for (std::uint32_t i = 0; i < groups_per_token; ++i) fewest += positive[i];
+  return fewest >= k;
+}
+
+TopkSampler::TopkSampler(const TopkSampler& other)
+    : weights_(other.weights_),
+      cumulative_(other.cumulative_),
+      taken_(other.taken_),
+      total_(other.total_),
+      k_(other.k_),
+      last_positive_(other.last_positive_),
+      group_size_(other.group_size_),
+      group_sampler_(other.group_sampler_ ? std::make_unique<TopkSampler>(*other.group_sampler_) : nullptr),
+      group_weight_(other.group_weight_),
+      chosen_(other.chosen_) {}
+
+TopkSampler& TopkSampler::operator=(const TopkSampler& other) {
+  if (this != &other) *this = TopkSampler(other);
+  return *this;
+}
+
+TopkSampler::~TopkSampler() = default;
+
+void TopkSampler::reset(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups,
+                        std::uint32_t groups_per_token) {
   assert(k >= 1 && count_positive(weights) >= k);
+  const bool limited = groups_per_token >= 1 && groups_per_token < groups;
+  group_size_ = 0;
+  if (limited) {
+    assert(weights.size() % groups == 0 && group_limited_feasible(weights, k, groups, groups_per_token));
+    group_size_ = static_cast<std::uint32_t>(weights.size() / groups);
+    group_weight_.assign(groups, 0.0);
+    for (std::size_t e = 0; e < weights.size(); ++e) group_weight_[e / group_size_] += weights[e];
+    if (!group_sampler_) group_sampler_ = std::make_unique<TopkSampler>();
+    group_sampler_->reset(group_weight_, groups_per_token);
+    chosen_.resize(groups_per_token);
+  }
   weights_ = weights;
   k_ = k;
   cumulative_.resize(weights.size());
@@ -26,7 +74,43 @@ void TopkSampler::reset(const std::vector<double>& weights, std::uint32_t k) {
   total_ = sum;
 }
 
+void TopkSampler::sample_in_groups(Xoshiro256ss& rng, std::uint16_t* out) {
+  group_sampler_->sample(rng, chosen_.data());
+  // The chosen groups are scanned in ascending order, so a draw depends on the set, not the order.
+  std::sort(chosen_.begin(), chosen_.end());
+  double remaining = 0;
+  for (std::uint16_t g : chosen_) remaining += group_weight_[g];
+  for (std::uint32_t j = 0; j < k_; ++j) {
+    const double x = rng.uniform() * remaining;
+    double acc = 0;
+    std::uint32_t pick = 0, last_free = 0;
+    bool found = false;
+    for (std::uint16_t g : chosen_) {
+      for (std::uint32_t e = g * group_size_; e < (g + 1u) * group_size_; ++e) {
+        if (taken_[e] || weights_[e] <= 0) continue;
+        last_free = e;
+        acc += weights_[e];
+        if (x < acc) {
+          pick = e;
+          found = true;
+          break;
+        }
+      }
+      if (found) break;
+    }
+    if (!found) pick = last_free;  // rounding: x fell beyond the recomputed sum
+    taken_[pick] = 1;
+    remaining -= weights_[pick];
+    out[j] = static_cast<std::uint16_t>(pick);
+  }
+  for (std::uint32_t j = 0; j < k_; ++j) taken_[out[j]] = 0;
+}
+
 void TopkSampler::sample(Xoshiro256ss& rng, std::uint16_t* out) {
+  if (group_size_ > 0) {
+    sample_in_groups(rng, out);
+    return;
+  }
   const std::size_t n = weights_.size();
   double remaining = total_;
   for (std::uint32_t j = 0; j < k_; ++j) {

@@ -3,9 +3,14 @@
 // drawn hold at least half the weight it samples the full distribution by binary search and redraws
 // duplicates (the same conditional law, two tries on average); after that it scans the remaining
 // experts. Both paths are exact and consume the generator deterministically.
+//
+// Group-limited (DeepSeek-V3's node-limited routing): the experts form `groups` equal contiguous
+// groups; a token first draws `groups_per_token` distinct groups the same way, each with the weight of
+// its experts together, then its k experts sequentially among the experts of those groups only.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "traces/synth/rng.hpp"
@@ -15,22 +20,43 @@ namespace epsim {
 class TopkSampler {
  public:
   TopkSampler() = default;
+  TopkSampler(const TopkSampler& other);
+  TopkSampler& operator=(const TopkSampler& other);
+  TopkSampler(TopkSampler&&) noexcept = default;
+  TopkSampler& operator=(TopkSampler&&) noexcept = default;
+  ~TopkSampler();
   /// `weights` >= 0 and finite, with at least `k` of them positive (the caller checks; asserted).
-  void reset(const std::vector<double>& weights, std::uint32_t k);
+  /// With groups_per_token in [1, groups) the draw is group-limited: `groups` divides weights.size()
+  /// and group_limited_feasible() holds (asserted). Otherwise every expert is open to every token.
+  void reset(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups = 0,
+             std::uint32_t groups_per_token = 0);
   /// Writes k distinct expert ids into out[0..k).
   void sample(Xoshiro256ss& rng, std::uint16_t* out);
   std::uint32_t k() const { return k_; }
 
  private:
+  void sample_in_groups(Xoshiro256ss& rng, std::uint16_t* out);
+
   std::vector<double> weights_;
   std::vector<double> cumulative_;  ///< cumulative_[e] = sum of weights_[0..e]
   std::vector<char> taken_;
   double total_ = 0;
   std::uint32_t k_ = 0;
   std::uint32_t last_positive_ = 0;
+  // Group-limited draws only.
+  std::uint32_t group_size_ = 0;
+  std::unique_ptr<TopkSampler> group_sampler_;  ///< over the groups' weights, k = groups_per_token
+  std::vector<double> group_weight_;
+  std::vector<std::uint16_t> chosen_;
 };
 
 /// Number of positive entries of `weights`.
 std::uint32_t count_positive(const std::vector<double>& weights);
+
+/// Whether every group-limited draw can find k experts of positive weight: at least groups_per_token
+/// groups have some weight, and whichever groups_per_token of them are drawn hold k positive experts.
+/// `groups` divides weights.size().
+bool group_limited_feasible(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups,
+                            std::uint32_t groups_per_token);
 
 }  // namespace epsim
