@@ -35,8 +35,8 @@ std::vector<HwCommand> make_commands() {
                            "  ep_comm         dispatch (FP8 and BF16) and combine (BF16) of DeepEP-benchmark-shaped\n"
                            "                  traffic as NCCL all-to-all-v: hidden 7168, top-8 of 256 experts,\n"
                            "                  uniform routing, tokens per rank swept            (2 or more GPUs)\n"
-                           "With one GPU the multi-GPU parts are skipped (said on stderr). About 10 to 20 minutes on an\n"
-                           "8-GPU H100 node; --quick runs a reduced grid (a few minutes).\n"
+                           "With one GPU the multi-GPU parts are skipped (said on stderr). A few minutes on an 8-GPU\n"
+                           "H100 node (estimated); --quick runs a reduced grid (about a minute).\n"
                            "\n"
                            "Options:\n") +
                    kOutputOptions +

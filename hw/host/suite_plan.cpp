@@ -68,10 +68,13 @@ SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
   }
   if (!fp8) plan.skipped.push_back("FP8 grouped GEMMs: the device's compute capability is below 8.9");
 
-  plan.steps.push_back(step("copy", "copies: ce_local, ce_peer, h2d, d2h, sm_copy",
-                            with(verify_single, quick ? std::vector<std::string>{"--sizes", "64K,1M,16M,256M", "--reps",
-                                                                                 "10", "--trials", "2", "--sm-blocks", "2"}
-                                                      : std::vector<std::string>{})));
+  // ce_peer copies to another GPU: only when the suite may use more than one.
+  const std::string kinds = gpus >= 2 ? "ce_local,ce_peer,h2d,d2h,sm_copy" : "ce_local,h2d,d2h,sm_copy";
+  plan.steps.push_back(step("copy", "copies: " + kinds,
+                            with(with(verify_single, {"--kinds", kinds}),
+                                 quick ? std::vector<std::string>{"--sizes", "64K,1M,16M,256M", "--reps", "10", "--trials",
+                                                                  "2", "--sm-blocks", "2"}
+                                       : std::vector<std::string>{})));
   plan.steps.push_back(
       step("contention", "GEMM with a Copy Engine copy loop",
            with(verify_single, with({"--hidden", "7168", "--ffn", "2048", "--matrices", "3", "--experts", "8"},

@@ -48,6 +48,7 @@ TEST_CASE("suite on one GPU: GEMMs, copies and contention; the NCCL parts skippe
   CHECK(p.steps[2].args.text("dtype", "") == "fp8");
   CHECK(p.steps[2].optional);
   CHECK(gemm_points(p) == 2 * (3 * 28 + 2 * 28));
+  CHECK(p.steps[4].args.text("kinds", "") == "ce_local,h2d,d2h,sm_copy");  // no peer copies on one GPU
 }
 
 TEST_CASE("suite on 8 GPUs adds the all-to-all and ep_comm sweeps on all of them") {
@@ -55,6 +56,7 @@ TEST_CASE("suite on 8 GPUs adds the all-to-all and ep_comm sweeps on all of them
   CHECK(benches(p) == std::vector<std::string>{"gemm", "gemm", "copy", "contention", "alltoall", "ep_comm"});
   REQUIRE(p.skipped.size() == 1);
   CHECK(p.skipped[0].find("FP8") != std::string::npos);
+  CHECK(p.steps[2].args.text("kinds", "") == "ce_local,ce_peer,h2d,d2h,sm_copy");
   for (const auto& s : p.steps) {
     CAPTURE(s.bench);
     const bool multi = s.bench == "alltoall" || s.bench == "ep_comm";
