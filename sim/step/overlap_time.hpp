@@ -5,11 +5,12 @@
 // training) each half runs attention, dispatch, experts, combine, and one half's communication runs
 // under the other half's computation. Pairing the four stages of the halves, with each half costing
 // half of the whole and the communication split evenly between dispatch and combine, gives per GPU g
-//   t_g = max(N, M_g / 2) + max(C_g, M_g / 2) + (P - A_g)
-// where C_g is g's MoE compute in the pass, M_g its communication in flight, A_g the time it did either
-// (so P - A_g is time it waited on nothing it could hide, such as a planner). The slowest GPU gates
-// the layer, and overlap never makes a layer slower than running it plainly:
-//   t = min(N + P, max_g t_g).
+//   t_g = max(N, M_g / 2) + max(C_g, M_g / 2)
+// where C_g is g's MoE compute in the pass and M_g the time its data was moving. The slowest GPU gates
+// the layer; what no GPU spent computing or moving data (a planner before the dispatch, kernels'
+// fixed costs and latencies), U = P - max_g A_g with A_g the time g did either, is hidden by nothing;
+// and overlap never makes a layer slower than running it plainly:
+//   t = min(N + P, max_g t_g + U).
 #pragma once
 
 #include <algorithm>
@@ -25,13 +26,14 @@ inline double layer_pass_us(StepOverlap overlap, double non_moe_us, double moe_p
                             const std::vector<GpuPassBusy>& busy) {
   const double plain = non_moe_us + moe_pass_us;
   if (overlap == StepOverlap::none || busy.empty()) return plain;
-  double gated = 0;
+  double gated = 0, busiest = 0;
   for (const GpuPassBusy& b : busy) {
     const double half_comm = b.comm_us / 2.0;
-    const double idle = std::max(0.0, moe_pass_us - b.active_us);
-    gated = std::max(gated, std::max(non_moe_us, half_comm) + std::max(b.compute_us, half_comm) + idle);
+    gated = std::max(gated, std::max(non_moe_us, half_comm) + std::max(b.compute_us, half_comm));
+    busiest = std::max(busiest, b.active_us);
   }
-  return std::min(plain, gated);
+  const double unhidden = std::max(0.0, moe_pass_us - busiest);
+  return std::min(plain, gated + unhidden);
 }
 
 }  // namespace epsim

@@ -1,7 +1,8 @@
 // What each GPU did during one pass of a simulated MoE layer, read off its timeline: how long its
-// compute stream ran kernels, how long communication was in flight on it (EP kernels, Copy Engine
-// copies, its outgoing NVLink and NIC messages), and how long it did either. Overlapping events count
-// once (interval union), so a GPU busy on both at once is not counted twice.
+// compute stream ran kernels, how long its data was moving (its outgoing NVLink and NIC messages and
+// its Copy Engine copies), and how long it did either. An EP kernel's span is not communication here:
+// it includes the time the kernel spins waiting for peers, which is the stragglers' doing, not this
+// GPU's own transfer. Overlapping events count once (interval union).
 #pragma once
 
 #include <algorithm>
@@ -14,7 +15,7 @@ namespace epsim {
 
 struct GpuPassBusy {
   double compute_us = 0;  ///< C_g: union of the compute track's kernels
-  double comm_us = 0;     ///< M_g: union of communication in flight (waits inside EP kernels included)
+  double comm_us = 0;     ///< M_g: union of its data in flight (messages out, Copy Engine copies)
   double active_us = 0;   ///< union of both: the pass length minus this is time the GPU waited idle
 };
 
@@ -41,8 +42,7 @@ inline double union_us(std::vector<std::pair<Time_ps, Time_ps>> spans) {
 }
 
 inline bool is_comm(Track track) {
-  return track == Track::comm_kernel || track == Track::copy_engine || track == Track::nvlink_out ||
-         track == Track::nic_out;
+  return track == Track::copy_engine || track == Track::nvlink_out || track == Track::nic_out;
 }
 
 }  // namespace pass_busy_detail

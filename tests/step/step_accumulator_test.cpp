@@ -19,8 +19,8 @@ TimelineEvent event(int gpu, Track track, Pass pass, double start_us, double end
   return e;
 }
 
-/// Two GPUs; per GPU and pass: compute from the pass start to `split`, communication from there to
-/// `end` (forward starts at 0, backward at `fwd_end_us`).
+/// Two GPUs; per GPU and pass: compute from the pass start to `split`, data moving from there to the
+/// pass's end (forward runs from 0 to `fwd_end_us`, backward from there to 3 * fwd_end_us).
 LayerResult layer(double fwd_us, double bwd_us, double fwd_end_us, const double fwd_split[2],
                   const double bwd_split[2]) {
   LayerResult r;
@@ -28,9 +28,9 @@ LayerResult layer(double fwd_us, double bwd_us, double fwd_end_us, const double 
   r.backward_ps = static_cast<Time_ps>(bwd_us * kPsPerUs);
   for (int g = 0; g < 2; ++g) {
     r.timeline.events.push_back(event(g, Track::compute, Pass::forward, 0, fwd_split[g]));
-    r.timeline.events.push_back(event(g, Track::comm_kernel, Pass::forward, fwd_split[g], fwd_end_us));
+    r.timeline.events.push_back(event(g, Track::nic_out, Pass::forward, fwd_split[g], fwd_end_us));
     r.timeline.events.push_back(event(g, Track::compute, Pass::backward, fwd_end_us, bwd_split[g]));
-    r.timeline.events.push_back(event(g, Track::comm_kernel, Pass::backward, bwd_split[g], 3 * fwd_end_us));
+    r.timeline.events.push_back(event(g, Track::nic_out, Pass::backward, bwd_split[g], 3 * fwd_end_us));
   }
   return r;
 }
@@ -96,7 +96,8 @@ TEST_CASE("with two micro-batches each pass takes the max-based time of its slow
   // max(300, 350) = 700. Backward: GPU 0 max(400.8, 400) + max(1200, 400) = 1600.8; GPU 1
   // max(400.8, 700) + max(600, 700) = 1400. Layer 2401.2.
   acc.add({100, 100}, layer(1000, 2000, 1000, kFwdSplit, kBwdSplit), balanced);
-  // Record 2: the same work in passes 200 and 400 us longer, idle time nothing hides: 3001.2.
+  // Record 2: the same work in passes 200 and 400 us longer, time no GPU was busy and nothing
+  // hides: 1000.4 + 2000.8 = 3001.2.
   acc.add({100, 100}, layer(1200, 2400, 1000, kFwdSplit, kBwdSplit), balanced);
   const StepPrediction p = acc.prediction();
   CHECK(p.moe_layer_us == doctest::Approx(2701.2));

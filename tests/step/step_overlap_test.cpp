@@ -39,8 +39,12 @@ TEST_CASE("two micro-batches hide one half's communication under the other half'
   CHECK(layer_pass_us(StepOverlap::two_micro_batch, 100, 500, {busy(300, 200, 500)}) == 400);
   // Communication bound: N = 50, C = 100, M = 400: max(50, 200) + max(100, 200) = 400.
   CHECK(layer_pass_us(StepOverlap::two_micro_batch, 50, 500, {busy(100, 400, 500)}) == 400);
-  // Idle time (a planner the GPU waits for) is not hidden: active 450 of 500 adds 50.
+  // Idle time (a planner every GPU waits for) is not hidden: active 450 of 500 adds 50.
   CHECK(layer_pass_us(StepOverlap::two_micro_batch, 50, 500, {busy(100, 400, 450)}) == 450);
+  // Only what even the busiest GPU left idle counts: a GPU idle because it waited for a straggler
+  // adds nothing, the straggler's own time gates the layer. GPU 1 (active 500) leaves none:
+  // max(max(50, 200) + max(100, 200), max(50, 50) + max(300, 50)) = 400.
+  CHECK(layer_pass_us(StepOverlap::two_micro_batch, 50, 500, {busy(100, 400, 450), busy(300, 100, 500)}) == 400);
 }
 
 TEST_CASE("the slowest GPU gates the overlapped layer, and overlap never makes a layer slower than the plain one") {
@@ -56,15 +60,16 @@ TEST_CASE("busy times are interval unions per GPU and pass") {
   t.events.push_back(event(0, Track::compute, Pass::forward, 0, 10));
   t.events.push_back(event(0, Track::compute, Pass::forward, 5, 20));   // overlaps: union 0..20
   t.events.push_back(event(0, Track::compute, Pass::forward, 30, 35));  // 25 us in all
-  t.events.push_back(event(0, Track::comm_kernel, Pass::forward, 15, 40));
-  t.events.push_back(event(0, Track::nvlink_out, Pass::forward, 20, 45));  // comm union 15..45 = 30
+  t.events.push_back(event(0, Track::comm_kernel, Pass::forward, 15, 40));  // a kernel's span: not data moving
+  t.events.push_back(event(0, Track::nvlink_out, Pass::forward, 20, 45));
+  t.events.push_back(event(0, Track::nic_out, Pass::forward, 40, 42));     // inside: comm 20..45 = 25
   t.events.push_back(event(0, Track::host_cpu, Pass::forward, 50, 90));    // neither
   t.events.push_back(event(0, Track::compute, Pass::backward, 100, 200));  // other pass
   t.events.push_back(event(1, Track::copy_engine, Pass::forward, 0, 7));
   const std::vector<GpuPassBusy> fwd = pass_busy(t, Pass::forward, 2);
   REQUIRE(fwd.size() == 2);
   CHECK(fwd[0].compute_us == doctest::Approx(25));
-  CHECK(fwd[0].comm_us == doctest::Approx(30));
+  CHECK(fwd[0].comm_us == doctest::Approx(25));
   CHECK(fwd[0].active_us == doctest::Approx(45));  // 0..45
   CHECK(fwd[1].compute_us == 0);
   CHECK(fwd[1].comm_us == doctest::Approx(7));
