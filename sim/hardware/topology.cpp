@@ -92,10 +92,13 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
   }
 
   // The SM limit of the EP kernels is not wiring: its links stay out of the graph and are added to
-  // EP routes explicitly.
+  // EP routes explicitly. Flows carry wire bytes (payload over the fabric's efficiency), and the
+  // limit is on payload: dividing by the NVLink efficiency makes a large NVLink message's payload
+  // rate exactly comm_sms x sm_GBps (the SM limit binds inside a node; IB is far slower).
   const EpBackendSpec& ep = hw.ep_backend;
   if (ep.sm_GBps > 0 && ep.comm_sms > 0) {
-    const double sms_GBps = ep.comm_sms * ep.sm_GBps;
+    const double payload_GBps = ep.comm_sms * ep.sm_GBps;
+    const double sms_GBps = ep.nvlink_efficiency > 0 ? payload_GBps / ep.nvlink_efficiency : payload_GBps;
     for (int g = 0; g < num_gpus_; ++g) {
       const std::string gpu = "gpu" + std::to_string(g) + ".";
       ep_sms_out_.push_back(network.add_link(gpu + "ep_sms_out", sms_GBps));

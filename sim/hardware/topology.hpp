@@ -3,9 +3,10 @@
 // host-to-device / device-to-host) is an edge that owns one FlowNetwork link. Routes are shortest paths
 // in that graph; the EP backend's inter-node route can forward over the rail (DeepEP).
 // When the EP backend's kernels are SM-limited (ep_backend.sm_GBps > 0), every GPU also has two
-// virtual links outside the graph, "ep_sms_out" and "ep_sms_in", of comm_sms x sm_GBps each: every
-// EP-backend message crosses its sender's out link and its receiver's in link, so a rank's kernel
-// moves at most that much per direction whatever the fabric allows.
+// virtual links outside the graph, "ep_sms_out" and "ep_sms_in": every EP-backend message crosses its
+// sender's out link and its receiver's in link, so a rank's kernel moves at most comm_sms x sm_GBps of
+// payload per direction whatever the fabric allows. Flows carry wire bytes, so the links' capacity is
+// comm_sms x sm_GBps / nvlink_efficiency (exact for large NVLink messages).
 #pragma once
 
 #include <cstdint>

@@ -34,6 +34,12 @@ TEST_CASE("SM-limited EP kernels: every EP route starts at the sender's SM link 
   const Topology topo(two_nodes("rail_forward", 8), 8, net);
   REQUIRE(topo.has_ep_sm_links());
   CHECK(net.link_capacity_GBps(topo.ep_sms_out(3)) == doctest::Approx(160));  // 20 SMs x 8 GB/s
+  // In wire bytes: with NVLink's protocol efficiency 0.8 the link carries 160 / 0.8 = 200 GB/s.
+  HardwareSpec lossy = two_nodes("rail_forward", 8);
+  lossy.ep_backend.nvlink_efficiency = 0.8;
+  FlowNetwork net2(q);
+  const Topology lossy_topo(lossy, 8, net2);
+  CHECK(net2.link_capacity_GBps(lossy_topo.ep_sms_in(0)) == doctest::Approx(200));
   CHECK(net.link_name(topo.ep_sms_in(5)) == "gpu5.ep_sms_in");
   CHECK(topo.ep_route(0, 2) ==
         std::vector<LinkId>{topo.ep_sms_out(0), topo.nvlink_out(0), topo.nvlink_in(2), topo.ep_sms_in(2)});

@@ -112,6 +112,17 @@ TEST_CASE("an SM-limited kernel sends at comm_sms x sm_GBps even where NVLink al
     ctx.queue().run();
     CHECK(std::llabs(end - 31 * us) <= 1);  // three flows at 160/3 GB/s: rounding of the thirds
   }
+  SUBCASE("the limit is on payload: 160 GB/s of payload with NVLink's protocol efficiency 0.8") {
+    hw.ep_backend.nvlink_efficiency = 0.8;  // 296 GB/s of payload on the link: the SMs still bind
+    SimContext ctx(hw, model, 4);
+    std::vector<std::vector<double>> bytes(4, std::vector<double>(4, 0.0));
+    bytes[0][1] = 1.6e6;  // 2e6 wire bytes through a 200 GB/s SM link: 10 us
+    Time_ps end = 0;
+    AllToAllV a2a(ctx, "dispatch", Pass::forward, bytes, [&](int) { end = std::max(end, ctx.now_ps()); });
+    for (int g = 0; g < 4; ++g) a2a.start(g);
+    ctx.queue().run();
+    CHECK(std::llabs(end - 11 * us) <= 1);
+  }
   SUBCASE("without the limit the link sets the pace") {
     hw.ep_backend.sm_GBps = 0;
     SimContext ctx(hw, model, 4);
