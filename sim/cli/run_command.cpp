@@ -1,5 +1,6 @@
 // epsim run EXPERIMENT.yaml: replays the experiment's trace and writes metrics.csv, gpus.csv,
-// timeline.json and summary.txt into the output folder, printing the summary on stdout.
+// timeline.json and summary.txt into the output folder, printing the summary on stdout. An experiment
+// with a `step:` block also gets the step prediction in the summary and in step.json (docs/step.md).
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
