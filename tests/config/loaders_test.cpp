@@ -210,7 +210,7 @@ TEST_CASE("Bad experiments: cross checks at the ep_degree line, missing traces, 
   expect("experiment-typo.yaml",
          "11:1: unknown key 'placment' (expected one of: backward, balancer, ep_degree, hardware, kind, "
          "max_records, "
-         "model, name, output, placement, seed, timeline_records, trace); did you mean 'placement'?");
+         "model, name, output, placement, seed, step, timeline_records, trace); did you mean 'placement'?");
   expect("experiment-balancer-not-mapping.yaml",
          "8:11: balancer: expected a mapping (nested key: value lines), got 'static_ep'");
   expect("experiment-bad-placement.yaml",
