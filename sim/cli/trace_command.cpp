@@ -197,7 +197,7 @@ int generate(const std::vector<std::string>& args) {
       "top-k", po::value<std::string>(), "experts per token K (or from --model)")(
       "model", po::value<std::string>(), "model YAML: experts, top-k and routing groups from it")(
       "groups", po::value<std::string>(), "expert groups G of group-limited routing (or from --model)")(
-      "groups-per-token", po::value<std::string>(), "groups M a token may reach (with --groups)")(
+      "groups-per-token", po::value<std::string>(), "groups GT a token may reach (with --groups)")(
       "tokens-per-rank", po::value<std::string>()->required(), "tokens T per rank and record")(
       "layers", po::value<std::string>()->default_value("1"), "MoE layers L")(
       "micro-batches", po::value<std::string>()->default_value("1"), "micro-batches M per step")(
