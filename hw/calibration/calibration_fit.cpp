@@ -69,6 +69,29 @@ std::string num(double v) {
   return out.str();
 }
 
+/// fit_alpha_beta, except that one size only (with `allow`) takes alpha from the base file and fits the
+/// bandwidth alone through (t - alpha) = x / bw, with a warning.
+template <typename P>
+void fit_alpha_beta_or_base(const std::vector<Sourced<P>>& pts, const std::vector<double>& x,
+                            const std::vector<double>& t, const std::string& what, bool allow, double base_alpha,
+                            FittedValue& alpha, FittedValue& bw, double& rel_rms, std::vector<std::string>& warnings) {
+  if (!allow || std::set<double>(x.begin(), x.end()).size() >= 2) {
+    fit_alpha_beta(pts, x, t, what, alpha, bw, rel_rms);
+    return;
+  }
+  std::vector<double> y;
+  for (double ti : t) y.push_back(ti - base_alpha);
+  if (*std::min_element(y.begin(), y.end()) <= 0)
+    cannot_fit(pts, what + ": one size only and a time not above the base fixed cost " + num(base_alpha) + " us");
+  const LinearFit f = fit_proportional(x, y);
+  const double b = 1.0 / (f.coef(0) * kBytesPerUsPerGBps);
+  alpha = fitted(base_alpha, kNaN, 0, {}, "one size only: kept from the base file");
+  bw = fitted(b, f.stderr_(0) / f.coef(0) * b, f.points, files_of(pts), "fixed cost from the base file");
+  rel_rms = f.rel_rms;
+  warnings.push_back(what + ": one size only; the fixed cost " + num(base_alpha) +
+                     " us is kept from the base file and the bandwidth fitted alone");
+}
+
 }  // namespace
 
 std::int64_t padded_rows(std::int64_t tokens, int row_alignment) {
@@ -116,7 +139,12 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
       x.push_back(p.point->bytes);
       t.push_back(p.point->median_us);
     }
-    fit_alpha_beta(pts, x, t, std::string("copy ") + to_string(kind), c.alpha_us, c.beta_GBps, c.rel_rms);
+    const std::string what = std::string("copy ") + to_string(kind);
+    const double base_alpha = kind == CopyKind::ce_peer                        ? base.copy_engine.fixed_cost_us
+                              : kind == CopyKind::h2d || kind == CopyKind::d2h ? base.pcie.latency_us
+                                                                               : 0.0;
+    fit_alpha_beta_or_base(pts, x, t, what, options.one_size_fixed_from_base, base_alpha, c.alpha_us, c.beta_GBps,
+                           c.rel_rms, cal.warnings);
     if (c.alpha_us.value < 0)
       cal.warnings.push_back(std::string("copy ") + to_string(kind) + ": negative fixed cost " + num(c.alpha_us.value) +
                              " us (measure smaller copies)");
@@ -133,8 +161,10 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
       x.push_back((p.point->ranks - 1) * p.point->bytes_per_pair);
       t.push_back(p.point->median_us);
     }
-    fit_alpha_beta(*pts, x, t, a.intra_node ? "all_to_all (intra-node)" : "all_to_all (inter-node)", a.latency_us,
-                   a.bw_GBps, a.rel_rms);
+    fit_alpha_beta_or_base(*pts, x, t, a.intra_node ? "all_to_all (intra-node)" : "all_to_all (inter-node)",
+                           options.one_size_fixed_from_base,
+                           a.intra_node ? base.nvlink.latency_us : base.infiniband.latency_us, a.latency_us,
+                           a.bw_GBps, a.rel_rms, cal.warnings);
     (a.intra_node ? cal.all_to_all_intra : cal.all_to_all_inter) = a;
   }
 
@@ -174,6 +204,7 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
     }
     if (!rdma.empty()) {
       const bool nv = cal.ep_nvlink.has_value();
+      // The SM rate is one key for both fabrics: RDMA points fit it only where NVLink points did not.
       cal.ep_rdma = fit_ep_comm(rdma, start, !(nv && cal.ep_nvlink->sm_GBps.points > 0),
                                 !(nv && cal.ep_nvlink->dispatch_fixed_us.points > 0),
                                 !(nv && cal.ep_nvlink->combine_fixed_us.points > 0), cal.warnings);
@@ -269,16 +300,17 @@ HardwareSpec apply_calibration(const HardwareSpec& base, const Calibration& cal)
   const CopyFit* d2h = cal.copy(CopyKind::d2h);
   if (h2d) hw.pcie.h2d_GBps = h2d->beta_GBps.value;
   if (d2h) hw.pcie.d2h_GBps = d2h->beta_GBps.value;
-  if (h2d || d2h)
+  if ((h2d && h2d->alpha_us.points > 0) || (d2h && d2h->alpha_us.points > 0))
     hw.pcie.latency_us = std::max(0.0, h2d && d2h ? (h2d->alpha_us.value + d2h->alpha_us.value) / 2
                                                   : (h2d ? h2d : d2h)->alpha_us.value);
   if (cal.all_to_all_intra) {
-    hw.nvlink.latency_us = std::max(0.0, cal.all_to_all_intra->latency_us.value);
+    if (cal.all_to_all_intra->latency_us.points > 0)
+      hw.nvlink.latency_us = std::max(0.0, cal.all_to_all_intra->latency_us.value);
     hw.ep_backend.nvlink_efficiency = std::min(1.0, cal.all_to_all_intra->bw_GBps.value / base.nvlink.port_bw_GBps);
   }
   if (cal.gemm) {
     if (cal.gemm->launch_us.points > 0) hw.gemm.launch_us = cal.gemm->launch_us.value;
-    hw.gpu.hbm_GBps = cal.gemm->hbm_GBps.value;
+    if (cal.gemm->hbm_GBps.points > 0) hw.gpu.hbm_GBps = cal.gemm->hbm_GBps.value;
     // A curve is replaced as a whole, and only for the dtype class that has points.
     if (!cal.gemm->efficiency.empty()) hw.gemm.efficiency.clear();
     for (const auto& e : cal.gemm->efficiency)

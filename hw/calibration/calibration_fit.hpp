@@ -63,6 +63,11 @@ struct FitOptions {
   double memory_bound_tolerance = 0.02;
   /// GEMM-with-copy points slowed down by less than this fraction carry no information on the factor.
   double min_slowdown = 0.02;
+  /// A copy kind or an all-to-all side measured at one size only (a published large-transfer rate): true
+  /// takes its fixed cost from the base file (copy_engine.fixed_cost_us, pcie.latency_us, 0 for ce_local
+  /// and sm_copy; nvlink.latency_us, infiniband.latency_us) and fits the bandwidth alone, with a warning;
+  /// false refuses the series (InputError at its first point).
+  bool one_size_fixed_from_base = false;
 };
 
 /// FLOPs and HBM bytes of one grouped GEMM pass as sim/hardware/gemm_cost.cpp counts them, with

@@ -156,8 +156,24 @@ GemmFit fit_gemm(const std::vector<GemmObservation>& obs, const HardwareSpec& ba
       g.hbm_GBps = FittedValue{hbm_GBps, f.stderr_(0) / f.coef(0) * hbm_GBps, f.points, files_of(small),
                                "launch_us kept from the base file (one size only at the smallest rows)"};
       g.memory_rel_rms = f.rel_rms;
-      warnings.push_back("gemm: the smallest rows have one size only; launch_us kept from the base file");
     }
+  }
+  // The start line assumes the smallest rows sit on the HBM floor. A bandwidth outside 0.5-1.2x the base's
+  // (the achievable streaming rate, which memory-bound GEMMs approach) says
+  // they do not (compute-bound points only, e.g. a best-shape matmul): then neither hbm nor launch is
+  // known from these points, and both stay at the base values.
+  bool hbm_free = true;
+  if (hbm_GBps > 1.2 * base.gpu.hbm_GBps || hbm_GBps < 0.5 * base.gpu.hbm_GBps) {
+    warnings.push_back("gemm: the smallest rows do not look memory bound (they imply hbm_GBps " + num(hbm_GBps) +
+                       ", base " + num(base.gpu.hbm_GBps) + "); hbm_GBps and launch_us kept from the base file");
+    hbm_GBps = base.gpu.hbm_GBps;
+    launch_us = base.gemm.launch_us;
+    g.hbm_GBps = FittedValue{hbm_GBps, kNaN, 0, {}, "not determined by these points: kept from the base file"};
+    g.launch_us = FittedValue{launch_us, kNaN, 0, {}, "not determined by these points: kept from the base file"};
+    launch_free = false;
+    hbm_free = false;
+  } else if (!launch_free && g.launch_us.points == 0) {
+    warnings.push_back("gemm: the smallest rows have one size only; launch_us kept from the base file");
   }
 
   // Start of each knot: (t - launch) = FLOPs / peak * (1 / eta) over its compute-bound points.
@@ -203,20 +219,22 @@ GemmFit fit_gemm(const std::vector<GemmObservation>& obs, const HardwareSpec& ba
   std::vector<std::size_t> free_knots;
   for (std::size_t i = 0; i < knots.size(); ++i)
     if (!knots[i].memory_bound) free_knots.push_back(i);
-  const int offset = launch_free ? 1 : 0;
+  const int offset = (launch_free ? 1 : 0) + (hbm_free ? 1 : 0);  // index of the first knot parameter
+  const int hbm_index = launch_free ? 1 : 0;
   std::vector<std::size_t> knot_of(obs.size());
   for (std::size_t i = 0; i < knots.size(); ++i)
     for (const auto* p : knots[i].points) knot_of[static_cast<std::size_t>(p - obs.data())] = i;
-  Eigen::VectorXd start(offset + 1 + static_cast<Eigen::Index>(free_knots.size()));
+  Eigen::VectorXd start(offset + static_cast<Eigen::Index>(free_knots.size()));
   if (launch_free) start(0) = launch_us;
-  start(offset) = std::log(hbm_GBps);
-  for (std::size_t j = 0; j < free_knots.size(); ++j) start(offset + 1 + static_cast<Eigen::Index>(j)) = std::log(knots[free_knots[j]].eta);
+  if (hbm_free) start(hbm_index) = std::log(hbm_GBps);
+  for (std::size_t j = 0; j < free_knots.size(); ++j)
+    start(offset + static_cast<Eigen::Index>(j)) = std::log(knots[free_knots[j]].eta);
   std::vector<int> param_of_knot(knots.size(), -1);
-  for (std::size_t j = 0; j < free_knots.size(); ++j) param_of_knot[free_knots[j]] = offset + 1 + static_cast<int>(j);
-  const double fixed_launch = launch_us;
+  for (std::size_t j = 0; j < free_knots.size(); ++j) param_of_knot[free_knots[j]] = offset + static_cast<int>(j);
+  const double fixed_launch = launch_us, fixed_hbm = hbm_GBps;
   auto residuals = [&](const Eigen::VectorXd& q) {
     const double launch = launch_free ? q(0) : fixed_launch;
-    const double hbm = std::exp(q(offset)) * kBytesPerUsPerGBps;
+    const double hbm = (hbm_free ? std::exp(q(hbm_index)) : fixed_hbm) * kBytesPerUsPerGBps;
     Eigen::VectorXd r(static_cast<Eigen::Index>(obs.size()));
     for (std::size_t i = 0; i < obs.size(); ++i) {
       const int pk = param_of_knot[knot_of[i]];
@@ -226,31 +244,33 @@ GemmFit fit_gemm(const std::vector<GemmObservation>& obs, const HardwareSpec& ba
     }
     return r;
   };
-  const NonlinearFit nl = fit_levenberg_marquardt(residuals, start);
-  if (nl.rel_rms < residuals(start).norm() / std::sqrt(static_cast<double>(obs.size())) ||
-      residuals(start).norm() == 0) {
-    if (launch_free) {
-      launch_us = std::max(0.0, nl.params(0));
-      g.launch_us = FittedValue{launch_us, nl.stderr_(0), nl.points, g.launch_us.files,
-                                "joint fit of every GEMM point"};
-    }
-    hbm_GBps = std::exp(nl.params(offset));
-    g.hbm_GBps.value = hbm_GBps;
-    g.hbm_GBps.stderr_ = hbm_GBps * nl.stderr_(offset);
-    g.hbm_GBps.points = nl.points;
-    for (std::size_t j = 0; j < free_knots.size(); ++j) {
-      Knot& k = knots[free_knots[j]];
-      const Eigen::Index pj = offset + 1 + static_cast<Eigen::Index>(j);
-      k.eta = std::exp(nl.params(pj));
-      k.fitted.value = k.eta;
-      k.fitted.stderr_ = nl.determined[static_cast<std::size_t>(pj)] ? k.eta * nl.stderr_(pj) : kNaN;
+  if (start.size() > 0) {
+    const NonlinearFit nl = fit_levenberg_marquardt(residuals, start);
+    const double start_rms = residuals(start).norm() / std::sqrt(static_cast<double>(obs.size()));
+    if (nl.rel_rms < start_rms || start_rms == 0) {
+      if (launch_free) {
+        launch_us = std::max(0.0, nl.params(0));
+        g.launch_us = FittedValue{launch_us, nl.stderr_(0), nl.points, g.launch_us.files, "joint fit of every GEMM point"};
+      }
+      if (hbm_free) {
+        hbm_GBps = std::exp(nl.params(hbm_index));
+        g.hbm_GBps.value = hbm_GBps;
+        g.hbm_GBps.stderr_ = hbm_GBps * nl.stderr_(hbm_index);
+        g.hbm_GBps.points = nl.points;
+      }
+      for (std::size_t j = 0; j < free_knots.size(); ++j) {
+        Knot& k = knots[free_knots[j]];
+        const Eigen::Index pj = offset + static_cast<Eigen::Index>(j);
+        k.eta = std::exp(nl.params(pj));
+        k.fitted.value = k.eta;
+        k.fitted.stderr_ = nl.determined[static_cast<std::size_t>(pj)] ? k.eta * nl.stderr_(pj) : kNaN;
+      }
     }
   }
   std::set<std::string> all_files;
   for (const auto& o : obs) all_files.insert(o.file);
-  g.hbm_GBps.files.assign(all_files.begin(), all_files.end());
-
-  if (hbm_GBps > 1.2 * base.gpu.hbm_GBps || hbm_GBps < 0.3 * base.gpu.hbm_GBps)
+  if (hbm_free) g.hbm_GBps.files.assign(all_files.begin(), all_files.end());
+  if (hbm_free && (hbm_GBps > 1.2 * base.gpu.hbm_GBps || hbm_GBps < 0.5 * base.gpu.hbm_GBps))
     warnings.push_back("gemm: fitted hbm_GBps " + num(hbm_GBps) + " is far from the base " + num(base.gpu.hbm_GBps) +
                        "; are the smallest-rows points really memory bound?");
   const double hbm_rel_se = std::isnan(g.hbm_GBps.stderr_) ? kNaN : g.hbm_GBps.stderr_ / hbm_GBps;

@@ -26,6 +26,7 @@ std::string join_files(const std::vector<std::string>& files) {
 
 /// "fitted: +- 0.013 us (12 points, rel. RMS residual 0.41%; from a.yaml)"
 std::string fit_comment(const FittedValue& v, const std::string& unit, double rel_rms = -1) {
+  if (v.points == 0) return "not fitted: " + (v.note.empty() ? std::string("kept from the base file") : v.note);
   std::string out = "fitted: +- ";
   out += std::isnan(v.stderr_) ? std::string("n/a (as many points as parameters)") : num(v.stderr_, 3) + unit;
   out += " (" + std::to_string(v.points) + (v.points == 1 ? " point" : " points");
@@ -117,8 +118,8 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
   w.kept(2, "sms", std::to_string(hw.gpu.sms));
   w.kept(2, "bf16_peak_TFLOPs", hw.gpu.bf16_peak_TFLOPs);
   if (hw.gpu.fp8_peak_TFLOPs > 0) w.kept(2, "fp8_peak_TFLOPs", hw.gpu.fp8_peak_TFLOPs);
-  if (cal.gemm)
-    w.key(2, "hbm_GBps", num(hw.gpu.hbm_GBps), "t = launch + bytes / hbm at the smallest rows, " +
+  if (cal.gemm && cal.gemm->hbm_GBps.points > 0)
+    w.key(2, "hbm_GBps", num(hw.gpu.hbm_GBps), "GEMM HBM floor (start at the smallest rows, then joint), " +
                                                    fit_comment(cal.gemm->hbm_GBps, " GB/s", cal.gemm->memory_rel_rms));
   else
     w.kept(2, "hbm_GBps", hw.gpu.hbm_GBps);

@@ -53,16 +53,17 @@ void print_ep(std::ostream& out, const EpCommFit& f) {
 
 void print_summary(std::ostream& out, const Calibration& cal) {
   for (const auto& c : cal.copies)
-    out << "  copy " << to_string(c.kind) << ": alpha " << pm(c.alpha_us, " us") << ", beta " << pm(c.beta_GBps, " GB/s")
+    out << "  copy " << to_string(c.kind) << ": alpha "
+        << (c.alpha_us.points ? pm(c.alpha_us, " us") : "kept " + fmt(c.alpha_us.value) + " us") << ", beta " << pm(c.beta_GBps, " GB/s")
         << ", rel. RMS " << fmt(100 * c.rel_rms) << "%\n";
   for (const auto* a : {&cal.all_to_all_intra, &cal.all_to_all_inter})
     if (*a)
       out << "  all_to_all " << ((*a)->intra_node ? "intra" : "inter") << "-node: latency " << pm((*a)->latency_us, " us")
-          << ", bw " << pm((*a)->bw_GBps, " GB/s") << ", rel. RMS " << fmt(100 * (*a)->rel_rms) << "%\n";
+          << ", bw " << pm((*a)->bw_GBps, " GB/s") << ((*a)->latency_us.points ? "" : " (latency kept)") << ", rel. RMS " << fmt(100 * (*a)->rel_rms) << "%\n";
   if (cal.gemm) {
     const GemmFit& g = *cal.gemm;
     out << "  gemm (" << g.points << " pts): launch " << (g.launch_us.points ? pm(g.launch_us, " us") : std::string("kept"))
-        << ", hbm " << pm(g.hbm_GBps, " GB/s") << "; model rel. RMS " << fmt(100 * g.rel_rms) << "%\n";
+        << ", hbm " << (g.hbm_GBps.points ? pm(g.hbm_GBps, " GB/s") : "kept " + fmt(g.hbm_GBps.value)) << "; model rel. RMS " << fmt(100 * g.rel_rms) << "%\n";
     print_efficiency(out, "bf16", g.efficiency);
     print_efficiency(out, "fp8", g.fp8_efficiency);
   }
@@ -143,7 +144,9 @@ int calibrate_command(const std::vector<std::string>& args) {
   const HardwareSpec base = load_hardware(base_path);
   std::vector<Measurements> sources;
   for (const auto& path : inputs) sources.push_back(load_measurements(path));
-  const Calibration cal = fit_measurements(sources, base);
+  FitOptions fit_options;
+  fit_options.one_size_fixed_from_base = true;  // published rates come at one size
+  const Calibration cal = fit_measurements(sources, base, fit_options);
   write_hardware_file(output, calibrated_hardware_yaml(base, base_path, cal, name), force);
   if (!quiet) {
     std::cout << "epsim calibrate: " << inputs.size() << " measurement file" << (inputs.size() == 1 ? "" : "s")

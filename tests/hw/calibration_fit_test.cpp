@@ -302,3 +302,62 @@ TEST_CASE("published copy rates are fitted like timed copies") {
   REQUIRE(cal.residuals.size() == 2);
   CHECK(std::abs(cal.residuals[1].residual()) < 1e-9);
 }
+
+TEST_CASE("one size only: refused by default, fixed cost from the base when asked (published rates)") {
+  Measurements m;
+  m.file = "rates.yaml";
+  CopyPoint p;
+  p.kind = CopyKind::ce_peer;
+  p.bytes = 4e8;
+  p.published_GBps = 400;
+  p.median_us = 1e6;  // 4e8 bytes at 400 GB/s
+  p.where = "rates.yaml:9:5";
+  m.copy = {p};
+  test::CalibrationTruth truth;
+  truth.hw.copy_engine.fixed_cost_us = 2;
+  CHECK_THROWS_WITH_AS(fit_measurements({m}, truth.hw), doctest::Contains("rates.yaml:9:5: copy ce_peer: need at least two"),
+                       InputError);
+  FitOptions options;
+  options.one_size_fixed_from_base = true;
+  const Calibration cal = fit_measurements({m}, truth.hw, options);
+  const CopyFit* c = cal.copy(CopyKind::ce_peer);
+  REQUIRE(c != nullptr);
+  CHECK(c->alpha_us.points == 0);
+  CHECK(c->alpha_us.value == 2);
+  // (1e6 - 2) us for 4e8 bytes: 4e8 / (999998 * 1e3) GB/s.
+  CHECK(c->beta_GBps.value == doctest::Approx(4e8 / 999998e3).epsilon(1e-12));
+  CHECK(apply_calibration(truth.hw, cal).copy_engine.fixed_cost_us == 2);
+  CHECK_FALSE(cal.warnings.empty());
+}
+
+TEST_CASE("compute-bound GEMM points only: hbm_GBps and launch_us stay at the base values") {
+  // Best-shape matmuls (MAMF-like): large M, compute bound; they say nothing about HBM.
+  test::CalibrationTruth truth;
+  Measurements m;
+  m.file = "peak.yaml";
+  for (Dtype d : {Dtype::bf16, Dtype::fp8}) {
+    GemmCallPoint p;
+    p.m = 8192;
+    p.n = 8192;
+    p.k = 8192;
+    p.dtype = d;
+    p.median_us = predict_gemm_call_us(p, truth.hw);
+    p.where = "peak.yaml:5:5";
+    m.gemm.push_back(p);
+  }
+  HardwareSpec base = truth.hw;
+  base.gpu.hbm_GBps = 2500;
+  const Calibration cal = fit_measurements({m}, base);
+  REQUIRE(cal.gemm);
+  CHECK(cal.gemm->hbm_GBps.points == 0);
+  CHECK(cal.gemm->launch_us.points == 0);
+  const HardwareSpec hw = apply_calibration(base, cal);
+  CHECK(hw.gpu.hbm_GBps == 2500);
+  // Each dtype's curve becomes the one knot it measured, which reproduces its time.
+  REQUIRE(hw.gemm.efficiency.size() == 1);
+  CHECK(hw.gemm.efficiency[0].tokens_per_expert == 8192);
+  CHECK(hw.gemm.efficiency[0].efficiency == doctest::Approx(0.75).epsilon(1e-6));  // the truth at 8192 rows
+  REQUIRE(hw.gemm.fp8_efficiency.size() == 1);
+  CHECK(hw.gemm.fp8_efficiency[0].efficiency == doctest::Approx(0.65).epsilon(1e-6));  // clamped above 4096
+  for (const auto& p : m.gemm) CHECK(predict_gemm_call_us(p, hw) == doctest::Approx(p.median_us).epsilon(1e-6));
+}
