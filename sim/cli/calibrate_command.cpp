@@ -110,7 +110,8 @@ void print_points(std::ostream& out, const std::vector<PointResidual>& rows) {
     for (const auto& r : rows) {
       if (r.series != series) continue;
       char line[160];
-      std::snprintf(line, sizeof line, "%12.4g %12.4g %+8.2f%%", r.measured_us, r.model_us, 100 * r.residual());
+      const double res = std::abs(r.residual()) < 5e-5 ? 0.0 : r.residual();  // no "-0.00%"
+      std::snprintf(line, sizeof line, "%12.4g %12.4g %+8.2f%%", r.measured_us, r.model_us, 100 * res);
       out << "    " << r.where << "  " << r.setting << "\n      measured/model us " << line << "  " << r.source << "\n";
     }
   }
