@@ -223,6 +223,7 @@ ModelSpec load_model(const std::string& path) {
     p.grad_combine = dtype("grad_combine");
     p.gemm = dtype("gemm");
     p.fp8_scale_block = as_int(pm.get_int_or("fp8_scale_block", 128, 1, kMaxModelDim));
+    p.set = true;
     pm.finish();
   }
   if (std::optional<ConfigMap> r = top.get_map_opt("routing")) {

@@ -18,6 +18,9 @@ struct PrecisionSpec {
   Dtype grad_combine = Dtype::bf16;   ///< backward: input gradients back
   Dtype gemm = Dtype::bf16;           ///< expert GEMM inputs (FP8 GEMMs run at fp8_peak_TFLOPs)
   int fp8_scale_block = 128;          ///< channels per FP32 scale of an FP8 activation
+  /// Whether the fields above were set (load_model always sets them, from the file or from
+  /// dtype_bytes). A ModelSpec built in code without them moves hidden * dtype_bytes in every phase.
+  bool set = false;
 };
 
 /// Group-limited routing (DeepSeek-V3's node-limited top-k): experts form `groups` equal contiguous

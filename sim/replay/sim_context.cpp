@@ -21,16 +21,11 @@ double interpolate(const std::vector<MessageEfficiencyPoint>& curve, double byte
   return curve.back().efficiency;
 }
 
-bool left_at_defaults(const PrecisionSpec& p) {
-  const PrecisionSpec d;
-  return p.dispatch == d.dispatch && p.combine == d.combine && p.grad_dispatch == d.grad_dispatch &&
-         p.grad_combine == d.grad_combine && p.gemm == d.gemm && p.fp8_scale_block == d.fp8_scale_block;
-}
 
 }  // namespace
 
 double SimContext::token_bytes(TokenPhase phase) const {
-  if (left_at_defaults(model_.precision)) return static_cast<double>(model_.token_bytes());
+  if (!model_.precision.set) return static_cast<double>(model_.token_bytes());
   const PrecisionSpec& p = model_.precision;
   switch (phase) {
     case TokenPhase::dispatch: return static_cast<double>(model_.token_bytes(p.dispatch));

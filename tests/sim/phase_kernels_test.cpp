@@ -31,6 +31,7 @@ ModelSpec fp8_dispatch_model() {
   m.precision.combine = Dtype::bf16;
   m.precision.grad_dispatch = Dtype::fp8;
   m.precision.grad_combine = Dtype::bf16;
+  m.precision.set = true;
   return m;
 }
 
@@ -78,8 +79,9 @@ TEST_CASE("a model whose precision was never set moves hidden x dtype_bytes in e
     CHECK(ctx.token_bytes(TokenPhase::dispatch) == 1000);
     CHECK(ctx.token_bytes(TokenPhase::grad_combine) == 1000);
   }
-  // A phase set explicitly is honoured (BF16 combine of a 1-byte model: 2 bytes per channel).
+  // Set precisions are honoured (BF16 combine of a 1-byte model: 2 bytes per channel).
   model.precision.dispatch = Dtype::fp8;
+  model.precision.set = true;
   SimContext ctx(hw, model, 2);
   CHECK(ctx.token_bytes(TokenPhase::dispatch) == 1000 + 8 * 4);  // 1000 channels: 8 scale blocks of 128
   CHECK(ctx.token_bytes(TokenPhase::combine) == 2000);

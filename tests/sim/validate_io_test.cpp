@@ -146,7 +146,7 @@ TEST_CASE("plans.jsonl: one plan a line; bad lines and repeated records are refu
 
 TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line; refusals exit 2") {
   const auto dir = test::scratch_dir("validate_cli");
-  const std::string hw_path = (test::source_dir() / "models/h100-sxm-8.yaml").string();
+  const std::string hw_path = (test::source_dir() / "tests/fixtures/validation/h100-sxm-8-frozen.yaml").string();
   const std::string model_path = (test::source_dir() / "models/glm5-like-128.yaml").string();
   const HardwareSpec hw = load_hardware(hw_path);
   const ModelSpec model = load_model(model_path);
@@ -200,7 +200,7 @@ TEST_CASE("the fixture: a synthetic measurement with known factors per kind is r
   const std::vector<Plan> plans = read_plans_jsonl((dir / "two-gpu.plans.jsonl").string());
   const MeasuredTimeline m = read_measured_timeline((dir / "two-gpu.measured.json").string());
   const ValidationReport r = validate_measurements(
-      plans, m, load_hardware((test::source_dir() / "models/h100-sxm-8.yaml").string()),
+      plans, m, load_hardware((test::source_dir() / "tests/fixtures/validation/h100-sxm-8-frozen.yaml").string()),
       load_model((test::source_dir() / "models/glm5-like-128.yaml").string()), true, "plans", "measured");
   CHECK(r.layers.size() == 2);
   CHECK(r.unmatched.empty());
