@@ -204,8 +204,9 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
     }
     if (!rdma.empty()) {
       const bool nv = cal.ep_nvlink.has_value();
-      // The SM rate is one key for both fabrics: RDMA points fit it only where NVLink points did not.
-      cal.ep_rdma = fit_ep_comm(rdma, start, !(nv && cal.ep_nvlink->sm_GBps.points > 0),
+      // The SM rate is one key for both fabrics: RDMA points fit it only without NVLink points, since a
+      // rate set by kernels waiting on the NIC would otherwise slow every NVLink kernel down.
+      cal.ep_rdma = fit_ep_comm(rdma, start, !nv,
                                 !(nv && cal.ep_nvlink->dispatch_fixed_us.points > 0),
                                 !(nv && cal.ep_nvlink->combine_fixed_us.points > 0), cal.warnings);
     }

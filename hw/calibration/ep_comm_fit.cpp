@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "hw/calibration/ep_bench_traffic.hpp"
 #include "hw/calibration/fit_error.hpp"
@@ -128,6 +129,15 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     if (!(o.bottleneck_bytes > 0))
       throw_at_point(o.file, o.where, what + ": no bytes cross a link in this point (one rank, or no other node)");
 
+  // With one SM count in every point, an SM-bound and a link-bound rate look the same: the link
+  // efficiency takes the rate and the SM rate is not fitted.
+  std::set<int> sm_counts;
+  for (const auto& o : obs) sm_counts.insert(o.sms);
+  if (fit_sm && sm_counts.size() < 2) {
+    fit_sm = false;
+    warnings.push_back(what + ": every point has " + std::to_string(*sm_counts.begin()) +
+                       " SMs; the rate is taken as link bound and sm_GBps is kept from the base file");
+  }
   EpParams start;
   start.efficiency = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
   start.sm_GBps = hw.ep_backend.sm_GBps;
@@ -182,10 +192,24 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     for (int j = 0; j < which; ++j) i += flags[j] ? 1 : 0;
     return flags[which] ? i : -1;
   };
-  for (int round = 0; round < 2; ++round) {
+  bool held_at_zero[2] = {false, false};
+  for (int round = 0; round < 3; ++round) {
     EpParams s = best.params;
     bool changed = false;
-    const int ie = index_of(s, 0), is = index_of(s, 1);
+    const int ie = index_of(best.params, 0), is = index_of(best.params, 1);
+    // A negative fixed cost has no meaning (two sizes whose times do not follow fixed + bytes / rate):
+    // it is held at 0 and the rest fitted again, so that the written file predicts what was fitted.
+    for (auto [is_free, fixed, name, held] :
+         {std::make_tuple(&s.free_dispatch, &s.dispatch_fixed_us, "dispatch", &held_at_zero[0]),
+          std::make_tuple(&s.free_combine, &s.combine_fixed_us, "combine", &held_at_zero[1])})
+      if (*is_free && *fixed < 0) {
+        *held = true;
+        warnings.push_back(what + ": the " + name + " points give a negative fixed cost (" + num(*fixed) +
+                           " us); it is held at 0");
+        *is_free = false;
+        *fixed = 0;
+        changed = true;
+      }
     if (is >= 0 && !best.fit.determined[static_cast<std::size_t>(is)]) {
       s.free_sm = false;
       s.sm_GBps = hw.ep_backend.sm_GBps;
@@ -212,6 +236,8 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     if (std::find(files.begin(), files.end(), o.file) == files.end()) files.push_back(o.file);
   auto value = [&](int which, double v, bool log_scale) {
     const int i = index_of(p, which);
+    if (which >= 2 && held_at_zero[which - 2])
+      return FittedValue{0, kNaN, best.fit.points, files, "held at 0: the points give a negative fixed cost"};
     if (i < 0) return FittedValue{v, kNaN, 0, {}, "not determined by these points: kept from the base file"};
     const double se = best.fit.stderr_(i);
     return FittedValue{v, log_scale ? v * se : se, best.fit.points, files, ""};
@@ -221,11 +247,6 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
   result.dispatch_fixed_us = value(2, p.dispatch_fixed_us, false);
   result.combine_fixed_us = value(3, p.combine_fixed_us, false);
   result.rel_rms = best.fit.rel_rms;
-  for (FittedValue* f : {&result.dispatch_fixed_us, &result.combine_fixed_us})
-    if (f->value < 0) {
-      warnings.push_back(what + ": negative fixed cost " + num(f->value) + " us fitted; using 0");
-      f->value = 0;
-    }
   if (result.efficiency.value > 1)
     warnings.push_back(what + ": link efficiency " + num(result.efficiency.value) +
                        " exceeds 1 (logical bytes above the line rate: check the counted rule and the link figure)");

@@ -361,3 +361,20 @@ TEST_CASE("compute-bound GEMM points only: hbm_GBps and launch_us stay at the ba
   CHECK(hw.gemm.fp8_efficiency[0].efficiency == doctest::Approx(0.65).epsilon(1e-6));  // clamped above 4096
   for (const auto& p : m.gemm) CHECK(predict_gemm_call_us(p, hw) == doctest::Approx(p.median_us).epsilon(1e-6));
 }
+
+TEST_CASE("EP points with one SM count: the link efficiency takes the rate, sm_GBps is not fitted") {
+  const test::CalibrationTruth truth;
+  Measurements ep = test::synthetic_ep_comm(truth, 0.003, false, "ep.yaml");
+  std::vector<EpCommPoint> same_sms;
+  for (const auto& p : ep.ep_comm)
+    if (p.sms == 24) same_sms.push_back(p);
+  REQUIRE(same_sms.size() >= 4);
+  ep.ep_comm = same_sms;
+  const Calibration cal = fit_measurements({ep}, truth.hw);
+  REQUIRE(cal.ep_nvlink);
+  CHECK(cal.ep_nvlink->sm_GBps.points == 0);
+  check_close(cal.ep_nvlink->efficiency, 0.8, 0.01);  // 24 SMs x 20 GB/s = 480 > 360: link bound in truth
+  bool warned = false;
+  for (const auto& w : cal.warnings) warned = warned || w.find("every point has 24 SMs") != std::string::npos;
+  CHECK(warned);
+}
