@@ -300,6 +300,10 @@ ExperimentSpec load_experiment(const std::string& path) {
     top.fail("ep_degree", "impossible cluster: ep_degree " + std::to_string(x.ep_degree) + " needs " +
                               std::to_string(x.ep_degree) + " GPUs, hardware " + x.hardware.name + " has " +
                               std::to_string(x.hardware.total_gpus()));
+  if (x.model.precision.gemm == Dtype::fp8 &&
+      (x.hardware.gpu.fp8_peak_TFLOPs <= 0 || x.hardware.gemm.fp8_efficiency.empty()))
+    top.fail("model", "model " + x.model.name + " runs its expert GEMMs in FP8 (precision.gemm: fp8) but hardware " +
+                          x.hardware.name + " gives no gpu.fp8_peak_TFLOPs and gemm.fp8_efficiency");
   if (x.model.num_experts % x.ep_degree != 0)
     top.fail("ep_degree", "EP degree " + std::to_string(x.ep_degree) + " does not divide the " +
                               std::to_string(x.model.num_experts) + " experts of model " + x.model.name);

@@ -241,7 +241,7 @@ TEST_CASE("every bundled measurement set in models/measurements loads, each poin
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().extension() == ".yaml") files.push_back(entry.path());
   REQUIRE(!files.empty());
-  const std::set<std::string> presets{"h100-sxm", "h800", "h200", "h20", "b200", "gb200-nvl72"};
+  const std::set<std::string> presets{"h100-sxm-8", "h800", "h200", "h20", "b200", "gb200-nvl72"};
   std::size_t points = 0;
   for (const auto& file : files) {
     CAPTURE(file.string());

@@ -18,7 +18,7 @@ inline HardwareSpec simple_hardware(int nodes = 1, int gpus_per_node = 2) {
   hw.name = "simple";
   hw.nodes = nodes;
   hw.gpus_per_node = gpus_per_node;
-  hw.gpu = {100, 1.0, 1e6, 80};
+  hw.gpu = {100, 1.0, 0, 1e6, 80};  // sms, bf16 and fp8 peak TFLOP/s (no FP8), HBM GB/s, HBM GB
   hw.gemm.row_alignment = 1;
   hw.gemm.efficiency = {{1, 1.0}, {2, 1.0}};
   hw.gemm.launch_us = 0;
