@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -21,25 +23,30 @@ struct Leg {
   double bytes = 0;
 };
 
-/// The dispatch's hops (a combine runs each one reversed).
+/// The dispatch's hops (a combine runs each one reversed), one per (from, to) pair: the streams a GPU
+/// sends to the same peer (its own tokens and those it forwards) share that pair's links anyway, and
+/// one flow per pair keeps a 64-rank benchmark at a few hundred flows instead of thousands.
 std::vector<Leg> dispatch_legs(const EpBenchTraffic& t) {
-  std::vector<Leg> legs;
+  std::map<std::pair<int, int>, double> pairs;
+  const auto add = [&pairs](int from, int to, double bytes) { pairs[{from, to}] += bytes; };
   const int n = t.ep;
   const int gpn = t.gpus_per_node;
   for (int s = 0; s < n; ++s) {
     const int node = s / gpn;
     for (int d = 0; d < n; ++d)
-      if (d != s && d / gpn == node && t.rank_bytes[s][d] > 0) legs.push_back({s, d, t.rank_bytes[s][d]});
+      if (d != s && d / gpn == node && t.rank_bytes[s][d] > 0) add(s, d, t.rank_bytes[s][d]);
     const int nodes = (n + gpn - 1) / gpn;
     for (int m = 0; m < nodes; ++m) {
       if (m == node) continue;
       const int forwarder = m * gpn + s % gpn;
       if (forwarder >= n) continue;
-      if (t.node_bytes[s][m] > 0) legs.push_back({s, forwarder, t.node_bytes[s][m]});
+      if (t.node_bytes[s][m] > 0) add(s, forwarder, t.node_bytes[s][m]);
       for (int d = m * gpn; d < std::min(n, (m + 1) * gpn); ++d)
-        if (d != forwarder && t.rank_bytes[s][d] > 0) legs.push_back({forwarder, d, t.rank_bytes[s][d]});
+        if (d != forwarder && t.rank_bytes[s][d] > 0) add(forwarder, d, t.rank_bytes[s][d]);
     }
   }
+  std::vector<Leg> legs;
+  for (const auto& [pair, bytes] : pairs) legs.push_back({pair.first, pair.second, bytes});
   return legs;
 }
 

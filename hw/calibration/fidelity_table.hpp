@@ -23,8 +23,9 @@ struct FidelityRow {
 /// (predicted - measured) / measured.
 double relative_error(const FidelityPrediction& predicted, double measured_us);
 
-/// The rows of `sources`, in fidelity_points order. A file's preset is `models_dir`/NAME.yaml, NAME
-/// its header.hardware or `default_hardware`; a missing or bad preset is an InputError. A fit that
+/// The rows of `sources`, in fidelity_points order. A file's preset is the hardware file of `models_dir`
+/// named (name: or file stem, or that followed by a variant: "h100-sxm" finds h100-sxm-8) by its
+/// header.hardware, else by `default_hardware`; a missing or bad preset is an InputError. A fit that
 /// cannot determine its parameters leaves that column without a number and says why.
 std::vector<FidelityRow> fidelity_rows(const std::vector<Measurements>& sources, const std::string& models_dir,
                                        const std::string& default_hardware);
