@@ -78,7 +78,7 @@ void explain_miss(std::ostream& out, const std::vector<FidelityRow>& rows, Fidel
   if (s.max > kTargetMaxError) out << "; the max misses by " << pct(s.max - kTargetMaxError, false);
   out << ".";
   int beyond = 0, api = 0, over = 0, not_predicted = 0;
-  std::map<std::string, int> by_source;
+  std::map<std::string, int> by_source, by_preset;
   const FidelityRow* worst = nullptr;
   for (const FidelityRow& r : rows) {
     if (r.point.kind != kind) continue;
@@ -93,11 +93,18 @@ void explain_miss(std::ostream& out, const std::vector<FidelityRow>& rows, Fidel
     if (r.point.setting.find("API call") != std::string::npos) ++api;
     if (e > 0) ++over;
     ++by_source[r.point.source];
+    ++by_preset[r.point.hardware];
   }
   if (beyond > 0) {
     out << " " << beyond << " of " << s.predicted << " rows are beyond " << pct(kTargetMaxError, false) << ": " << over
         << " predicted too slow, " << beyond - over << " too fast";
     if (api > 0) out << "; " << api << " of them are API rows (kernel plus a constant " << kApiHostCost_us << " us host cost)";
+    out << "; by preset:";
+    bool first_preset = true;
+    for (const auto& [preset, n] : by_preset) {
+      out << (first_preset ? " " : ", ") << preset << " (" << n << ")";
+      first_preset = false;
+    }
     out << "; by source:";
     bool first = true;
     for (const auto& [source, n] : by_source) {
@@ -169,7 +176,11 @@ void write_fidelity_markdown(std::ostream& out, const FidelityDocHeader& header,
       << "  their mean). API rows add a host cost of " << kApiHostCost_us
       << " us per call (launch through Python layers,\n"
       << "  ../shared/reference/measurements/launch-and-latency-floors.md).\n"
-      << "- A published rate is turned into a time with the bytes its benchmark counts (docs/calibration.md).\n\n";
+      << "- A published rate is turned into a time with the bytes its benchmark counts (docs/calibration.md).\n"
+      << "- The EP fit (`epsim calibrate`, hw/calibration/ep_comm_fit.hpp) is a closed form on the busiest rank's\n"
+      << "  bytes; the rows here run the fitted keys through the engine (every hop a flow, the mean of the ranks'\n"
+      << "  kernel times). Where the two disagree, a fitted dispatch or combine row errs even at a point the fit\n"
+      << "  saw: that gap is the engine's, and is what a replay would show.\n\n";
   summary(out, rows);
   for (FidelityKind kind : kKinds) {
     bool any = false;
