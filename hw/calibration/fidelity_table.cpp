@@ -1,7 +1,9 @@
 #include "hw/calibration/fidelity_table.hpp"
 
+#include <cmath>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "hw/calibration/calibration_fit.hpp"
 #include "hw/calibration/ep_bench_traffic.hpp"
@@ -49,6 +51,21 @@ std::size_t family_size(const std::vector<Measurements>& files, FidelitySeries s
   return n;
 }
 
+/// The EP points of one preset measured with one library, timed one way (kernel or API call): the
+/// preset's ep_backend keys model one library, so each such group gets its own EP fit.
+struct EpGroup {
+  std::vector<std::size_t> obs;  ///< indices in PresetGroup::ep_obs
+  std::unique_ptr<Calibration> cal;
+  HardwareSpec fitted;
+  std::string fit_error;
+};
+
+/// The EP group an ep_comm point belongs to: its implementation, and "API" for a point timed through
+/// the framework's call.
+std::string ep_group_name(const EpCommPoint& p) {
+  return (p.implementation.empty() ? std::string("ep") : p.implementation) + (p.kernel_only ? "" : " API");
+}
+
 /// One preset and the measurement files that name it.
 struct PresetGroup {
   HardwareSpec preset;
@@ -59,6 +76,7 @@ struct PresetGroup {
   std::map<std::string, std::string> failed;  ///< families the fit refused, and why
   std::vector<EpObservation> ep_obs;                       ///< every ep_comm point of the group, drawn once
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> ep_index;  ///< (file, index) -> ep_obs
+  std::map<std::string, EpGroup> ep_groups;  ///< by ep_group_name
 };
 
 FidelityPrediction failed(const std::string& why) { return {0, false, why}; }
@@ -127,11 +145,12 @@ Calibration fit_what_can_be(std::vector<Measurements> set, const HardwareSpec& b
 
 /// The EP step of fit_measurements (NVLink points first, then RDMA points for what those left open) on
 /// observations drawn once, so that a leave-one-out refit of an EP point does not redraw every other
-/// point's traffic. `skip` is the observation left out (or none).
-void fit_ep(const std::vector<EpObservation>& obs, const EpObservation* skip, const HardwareSpec& base, Calibration& cal) {
+/// point's traffic. Fits the observations `use` of `obs` except `skip` (or none).
+void fit_ep(const std::vector<EpObservation>& obs, const std::vector<std::size_t>& use, const EpObservation* skip,
+            const HardwareSpec& base, Calibration& cal) {
   std::vector<EpObservation> nvlink, rdma;
-  for (const EpObservation& o : obs)
-    if (&o != skip) (o.internode ? rdma : nvlink).push_back(o);
+  for (std::size_t i : use)
+    if (&obs[i] != skip) (obs[i].internode ? rdma : nvlink).push_back(obs[i]);
   cal.ep_nvlink.reset();
   cal.ep_rdma.reset();
   std::vector<std::string> warnings;
@@ -147,6 +166,45 @@ void fit_ep(const std::vector<EpObservation>& obs, const EpObservation* skip, co
     cal.ep_rdma = fit_ep_comm(rdma, start, !nv, !(nv && cal.ep_nvlink->dispatch_fixed_us.points > 0),
                               !(nv && cal.ep_nvlink->combine_fixed_us.points > 0), warnings);
   }
+}
+
+std::string num(double v) {
+  std::ostringstream out;
+  out.precision(3);
+  out << v;
+  return out.str();
+}
+
+/// Why a leave-one-out EP refit cannot stand for a prediction (empty when it can): a fitted parameter
+/// at a bound of meaning (a link efficiency near 0 or far above 1, an SM rate that collapses), or one
+/// that moves by more than a factor of 3 from the whole group's fit, i.e. the points left do not
+/// determine it and the refit extrapolates.
+std::string ep_refit_problem(const Calibration& loo, const Calibration& whole) {
+  const std::pair<const std::optional<EpCommFit>*, const std::optional<EpCommFit>*> fits[] = {
+      {&loo.ep_nvlink, &whole.ep_nvlink}, {&loo.ep_rdma, &whole.ep_rdma}};
+  for (const auto& [a, b] : fits) {
+    if (!a->has_value()) continue;
+    const EpCommFit& f = **a;
+    const std::string link = f.internode ? "RDMA" : "NVLink";
+    if (f.efficiency.points > 0 && (f.efficiency.value < 0.05 || f.efficiency.value > 1.5))
+      return link + " efficiency refitted to " + num(f.efficiency.value) + ", outside 0.05..1.5";
+    if (f.sm_GBps.points > 0 && f.sm_GBps.value < 0.5)
+      return "sm_GBps refitted to " + num(f.sm_GBps.value) + " GB/s per SM: collapsed";
+    if (!b->has_value()) continue;
+    const EpCommFit& g = **b;
+    const std::pair<const FittedValue*, const FittedValue*> pairs[] = {{&f.efficiency, &g.efficiency},
+                                                                       {&f.sm_GBps, &g.sm_GBps}};
+    const char* names[] = {"efficiency", "sm_GBps"};
+    for (int k = 0; k < 2; ++k) {
+      const FittedValue& x = *pairs[k].first;
+      const FittedValue& y = *pairs[k].second;
+      if (x.points > 0 && y.points > 0 && y.value > 0 && x.value > 0 &&
+          std::abs(std::log(x.value / y.value)) > std::log(3.0))
+        return link + " " + names[k] + " refitted to " + num(x.value) + " (whole group " + num(y.value) +
+               "): the other points do not determine it";
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -173,11 +231,29 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<Measurements>& sources,
         g.ep_index[{f, i}] = g.ep_obs.size();
         g.ep_obs.push_back(observe_ep(sources[f].ep_comm[i], sources[f].file, sources[f].header.source, g.preset));
       }
+    // The non-EP fits run without the ep_comm series: EP points are fitted per group below.
+    for (Measurements& m : set) m.ep_comm.clear();
     try {
       g.cal = std::make_unique<Calibration>(fit_what_can_be(set, g.preset, g.failed));
       g.fitted = apply_calibration(g.preset, *g.cal);
     } catch (const InputError& e) {
       g.fit_error = e.what();
+    }
+    for (const auto& [key, i] : g.ep_index) {
+      (void)i;
+      const auto [f, k] = key;
+      g.ep_groups[ep_group_name(sources[f].ep_comm[k])].obs.push_back(g.ep_index.at(key));
+    }
+    if (!g.cal) continue;
+    for (auto& [gname, eg] : g.ep_groups) {
+      try {
+        eg.cal = std::make_unique<Calibration>(*g.cal);
+        fit_ep(g.ep_obs, eg.obs, nullptr, g.preset, *eg.cal);
+        eg.fitted = apply_calibration(g.preset, *eg.cal);
+      } catch (const InputError& e) {
+        eg.cal.reset();
+        eg.fit_error = e.what();
+      }
     }
   }
 
@@ -191,6 +267,44 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<Measurements>& sources,
     FidelityRow row;
     row.point = p;
     row.preset = predict_point(p, file, g.preset, nullptr, traffic.get());
+    if (p.series == FidelitySeries::ep_comm) {
+      const EpCommPoint& ep = file.ep_comm[p.index];
+      const std::string gname = ep_group_name(ep);
+      const EpGroup* eg = g.ep_groups.count(gname) ? &g.ep_groups.at(gname) : nullptr;
+      if (!g.cal || !eg) {
+        row.fitted = failed("fit failed: " + g.fit_error);
+        row.loo = row.fitted;
+      } else if (!eg->cal) {
+        row.fitted = failed("EP fit of " + gname + " refused: " + eg->fit_error);
+        row.loo = row.fitted;
+      } else {
+        row.fitted = predict_point(p, file, eg->fitted, eg->cal.get(), traffic.get());
+        const EpObservation& self = g.ep_obs[g.ep_index.at({p.file, p.index})];
+        std::size_t same_link = 0;
+        for (std::size_t i : eg->obs)
+          if (&g.ep_obs[i] != &self && g.ep_obs[i].internode == self.internode) ++same_link;
+        if (same_link < 2) {
+          row.loo = failed("n/a: " + std::to_string(same_link) + " other " + gname + " point(s) over " +
+                           (self.internode ? "RDMA" : "NVLink") + " on this preset: too few to fit it from");
+        } else {
+          try {
+            Calibration cal = *eg->cal;
+            fit_ep(g.ep_obs, eg->obs, &self, g.preset, cal);
+            const std::string problem = ep_refit_problem(cal, *eg->cal);
+            if (!problem.empty()) {
+              row.loo = failed("n/a: " + problem);
+            } else {
+              const HardwareSpec hw = apply_calibration(g.preset, cal);
+              row.loo = predict_point(p, file, hw, &cal, traffic.get());
+            }
+          } catch (const InputError& e) {
+            row.loo = failed(std::string("n/a: fit without it fails: ") + e.what());
+          }
+        }
+      }
+      rows.push_back(std::move(row));
+      continue;
+    }
     const std::string fam = family(file, p.series, p.index);
     const auto refused = g.failed.find(fam);
     if (refused != g.failed.end()) {
@@ -204,10 +318,8 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<Measurements>& sources,
     else
       row.fitted = failed("fit failed: " + g.fit_error);
 
-    // Leave-one-out: the preset's files with this point removed from its own file. The EP fit reads
-    // only ep_comm points and the other fits never read them, so an EP point's refit replaces the EP
-    // fits of the whole-set calibration, and any other point's refit runs without the ep_comm series
-    // and takes the whole set's EP fits: the same calibration as refitting everything, far cheaper.
+    // Leave-one-out: the preset's files with this point removed from its own file, without the ep_comm
+    // series (the other fits never read it; EP points are refitted per group above).
     std::vector<Measurements> set;
     for (std::size_t f : g.files) set.push_back(f == p.file ? without_point(file, p.series, p.index) : sources[f]);
     if (family_size(set, p.series, fam) == 0) {
@@ -216,17 +328,9 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<Measurements>& sources,
       row.loo = failed("fit failed: " + g.fit_error);
     } else {
       try {
-        Calibration cal;
-        if (p.series == FidelitySeries::ep_comm) {
-          cal = *g.cal;
-          fit_ep(g.ep_obs, &g.ep_obs[g.ep_index.at({p.file, p.index})], g.preset, cal);
-        } else {
-          for (Measurements& m : set) m.ep_comm.clear();
-          std::map<std::string, std::string> refused_here = g.failed;
-          cal = fit_what_can_be(set, g.preset, refused_here);
-          cal.ep_nvlink = g.cal->ep_nvlink;
-          cal.ep_rdma = g.cal->ep_rdma;
-        }
+        for (Measurements& m : set) m.ep_comm.clear();
+        std::map<std::string, std::string> refused_here = g.failed;
+        Calibration cal = fit_what_can_be(set, g.preset, refused_here);
         const HardwareSpec hw = apply_calibration(g.preset, cal);
         row.loo = predict_point(p, file, hw, &cal, traffic.get());
       } catch (const InputError& e) {
