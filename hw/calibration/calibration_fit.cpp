@@ -196,6 +196,8 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
     HardwareSpec start = base;
     if (!nvlink.empty()) {
       cal.ep_nvlink = fit_ep_comm(nvlink, start, true, true, true, cal.warnings);
+      // RDMA points cross NVLink too (forwarding): their model reads the fitted NVLink efficiency.
+      if (cal.ep_nvlink->efficiency.points > 0) start.ep_backend.nvlink_efficiency = cal.ep_nvlink->efficiency.value;
       if (cal.ep_nvlink->sm_GBps.points > 0) start.ep_backend.sm_GBps = cal.ep_nvlink->sm_GBps.value;
       if (cal.ep_nvlink->dispatch_fixed_us.points > 0)
         start.ep_backend.dispatch_fixed_us = cal.ep_nvlink->dispatch_fixed_us.value;

@@ -67,11 +67,68 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+/// ep_backend.message_efficiency at `bytes`: linear in log2(bytes) between points, clamped at both
+/// ends (the engine's rule, sim/replay/sim_context.cpp).
+double curve_at(const std::vector<MessageEfficiencyPoint>& curve, double bytes) {
+  if (curve.empty()) return 1.0;
+  if (bytes <= curve.front().bytes) return curve.front().efficiency;
+  if (bytes >= curve.back().bytes) return curve.back().efficiency;
+  for (std::size_t i = 1; i < curve.size(); ++i)
+    if (bytes <= curve[i].bytes) {
+      const double x0 = std::log2(curve[i - 1].bytes), x1 = std::log2(curve[i].bytes);
+      const double w = (std::log2(bytes) - x0) / (x1 - x0);
+      return curve[i - 1].efficiency + w * (curve[i].efficiency - curve[i - 1].efficiency);
+    }
+  return curve.back().efficiency;
+}
+
 std::string num(double v) {
   std::ostringstream out;
   out.precision(4);
   out << v;
   return out.str();
+}
+
+/// Fills o's per-rank loads from the hops the engine runs (fidelity_ep_bench.cpp): inside a node
+/// rank -> rank; across nodes rank -> the destination node's GPU with the sender's local index over
+/// InfiniBand, which forwards to each destination rank there over NVLink.
+void rank_loads(const EpBenchTraffic& t, EpObservation& o) {
+  const std::size_t n = static_cast<std::size_t>(t.ep);
+  const int gpn = t.gpus_per_node;
+  std::vector<double> nv_out(n, 0), nv_in(n, 0), ib_out(n, 0), ib_in(n, 0);
+  const int nodes = (t.ep + gpn - 1) / gpn;
+  for (int s = 0; s < t.ep; ++s) {
+    const int node = s / gpn;
+    for (int d = 0; d < t.ep; ++d)
+      if (d != s && d / gpn == node) {
+        nv_out[s] += t.rank_bytes[s][d];
+        nv_in[d] += t.rank_bytes[s][d];
+      }
+    for (int m = 0; m < nodes; ++m) {
+      if (m == node) continue;
+      const int fwd = m * gpn + s % gpn;
+      if (fwd >= t.ep) continue;
+      ib_out[s] += t.node_bytes[s][m];
+      ib_in[fwd] += t.node_bytes[s][m];
+      for (int d = m * gpn; d < std::min(t.ep, (m + 1) * gpn); ++d)
+        if (d != fwd) {
+          nv_out[fwd] += t.rank_bytes[s][d];
+          nv_in[d] += t.rank_bytes[s][d];
+        }
+    }
+  }
+  o.nvlink_bytes.assign(n, 0);
+  o.rdma_bytes.assign(n, 0);
+  o.sm_nvlink_bytes.assign(n, 0);
+  o.sm_rdma_bytes.assign(n, 0);
+  for (std::size_t r = 0; r < n; ++r) {
+    o.nvlink_bytes[r] = std::max(nv_out[r], nv_in[r]);
+    o.rdma_bytes[r] = std::max(ib_out[r], ib_in[r]);
+    // The SM links carry both kinds: the side (out or in) with more bytes, each kind as sent.
+    const bool out = nv_out[r] + ib_out[r] >= nv_in[r] + ib_in[r];
+    o.sm_nvlink_bytes[r] = out ? nv_out[r] : nv_in[r];
+    o.sm_rdma_bytes[r] = out ? ib_out[r] : ib_in[r];
+  }
 }
 
 }  // namespace
@@ -82,7 +139,11 @@ EpObservation ep_geometry(const EpCommPoint& p, const HardwareSpec& base) {
   o.point = &p;
   o.internode = ep_point_internode(p);
   o.bottleneck_bytes = o.internode ? busiest_rdma_bytes(traffic) : busiest_nvlink_bytes(traffic);
+  rank_loads(traffic, o);
   o.sms = p.sms > 0 ? p.sms : base.ep_backend.comm_sms;
+  const int nodes = (traffic.ep + traffic.gpus_per_node - 1) / traffic.gpus_per_node;
+  const int peers = o.internode ? nodes - 1 : std::min(traffic.ep, traffic.gpus_per_node) - 1;
+  o.message_bytes = peers > 0 ? o.bottleneck_bytes / peers : o.bottleneck_bytes;
   o.where = p.where;
   return o;
 }
@@ -106,10 +167,27 @@ EpObservation observe_ep(const EpCommPoint& p, const std::string& file, const st
 
 double ep_model_us(const EpObservation& o, const HardwareSpec& hw, double efficiency, double sm_GBps,
                    double dispatch_fixed_us, double combine_fixed_us) {
-  const double link = (o.internode ? hw.infiniband.nic_bw_GBps : hw.nvlink.port_bw_GBps) * efficiency;
-  const double rate = sm_GBps > 0 ? std::min(link, o.sms * sm_GBps) : link;
+  const double nvl_eff = o.internode ? hw.ep_backend.nvlink_efficiency : efficiency;
+  const double ib_eff = o.internode ? efficiency : hw.ep_backend.ib_efficiency;
+  const double nvl_GBps = hw.nvlink.port_bw_GBps * nvl_eff;
+  const double ib_GBps = hw.infiniband.nic_bw_GBps * ib_eff;
+  const double sm_rate_GBps = o.sms * sm_GBps;
+  double sum_bytes_per_GBps = 0;
+  for (std::size_t r = 0; r < o.nvlink_bytes.size(); ++r) {
+    double t = 0;
+    if (o.nvlink_bytes[r] > 0) t = std::max(t, o.nvlink_bytes[r] / nvl_GBps);
+    if (o.rdma_bytes[r] > 0) t = std::max(t, o.rdma_bytes[r] / ib_GBps);
+    if (sm_GBps > 0) {
+      const double sm_wire = o.sm_nvlink_bytes[r] + (o.sm_rdma_bytes[r] > 0 ? o.sm_rdma_bytes[r] * nvl_eff / ib_eff : 0);
+      t = std::max(t, sm_wire / sm_rate_GBps);
+    }
+    sum_bytes_per_GBps += t;
+  }
+  const double busy = o.nvlink_bytes.empty() ? 0 : sum_bytes_per_GBps / static_cast<double>(o.nvlink_bytes.size());
   const double fixed = o.point->kernel == EpKernel::dispatch ? dispatch_fixed_us : combine_fixed_us;
-  return fixed + o.bottleneck_bytes / (rate * kBytesPerUsPerGBps);
+  const double latency_us = o.internode ? hw.infiniband.latency_us : hw.nvlink.latency_us;
+  const double curve = curve_at(hw.ep_backend.message_efficiency, o.message_bytes);
+  return fixed + latency_us + busy / (curve * kBytesPerUsPerGBps);
 }
 
 EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec& hw, bool fit_sm, bool fit_dispatch_fixed,

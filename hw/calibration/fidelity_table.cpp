@@ -157,6 +157,7 @@ void fit_ep(const std::vector<EpObservation>& obs, const std::vector<std::size_t
   HardwareSpec start = base;
   if (!nvlink.empty()) {
     cal.ep_nvlink = fit_ep_comm(nvlink, start, true, true, true, warnings);
+    if (cal.ep_nvlink->efficiency.points > 0) start.ep_backend.nvlink_efficiency = cal.ep_nvlink->efficiency.value;
     if (cal.ep_nvlink->sm_GBps.points > 0) start.ep_backend.sm_GBps = cal.ep_nvlink->sm_GBps.value;
     if (cal.ep_nvlink->dispatch_fixed_us.points > 0) start.ep_backend.dispatch_fixed_us = cal.ep_nvlink->dispatch_fixed_us.value;
     if (cal.ep_nvlink->combine_fixed_us.points > 0) start.ep_backend.combine_fixed_us = cal.ep_nvlink->combine_fixed_us.value;
