@@ -308,12 +308,33 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     best = solve(obs, hw, s);
   }
 
+  // Logical bytes above the line rate cannot be run (the replay's links carry at most their line
+  // rate): an efficiency above 1 is held at 1 and the rest fitted again, so that the written file
+  // predicts what was fitted, and the miss shows in the residual instead of in the replay.
+  bool held_at_one = false;
+  if (best.params.free_eff && best.params.efficiency > 1) {
+    held_at_one = true;
+    warnings.push_back(what + ": link efficiency " + num(best.params.efficiency) +
+                       " exceeds 1 (logical bytes above the line rate: check the counted rule and the link figure);"
+                       " it is held at 1");
+    EpParams s = best.params;
+    s.free_eff = false;
+    s.efficiency = 1;
+    if (s.free_sm || s.free_dispatch || s.free_combine) {
+      best = solve(obs, hw, s);
+    } else {
+      best.params = s;
+    }
+  }
+
   const EpParams& p = best.params;
   std::vector<std::string> files;
   for (const auto& o : obs)
     if (std::find(files.begin(), files.end(), o.file) == files.end()) files.push_back(o.file);
   auto value = [&](int which, double v, bool log_scale) {
     const int i = index_of(p, which);
+    if (which == 0 && held_at_one)
+      return FittedValue{1, kNaN, static_cast<int>(obs.size()), files, "held at 1: the points give more than the line rate"};
     if (which >= 2 && held_at_zero[which - 2])
       return FittedValue{0, kNaN, best.fit.points, files, "held at 0: the points give a negative fixed cost"};
     if (i < 0) return FittedValue{v, kNaN, 0, {}, "not determined by these points: kept from the base file"};
@@ -324,10 +345,17 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
   result.sm_GBps = value(1, p.sm_GBps, true);
   result.dispatch_fixed_us = value(2, p.dispatch_fixed_us, false);
   result.combine_fixed_us = value(3, p.combine_fixed_us, false);
-  result.rel_rms = best.fit.rel_rms;
-  if (result.efficiency.value > 1)
-    warnings.push_back(what + ": link efficiency " + num(result.efficiency.value) +
-                       " exceeds 1 (logical bytes above the line rate: check the counted rule and the link figure)");
+  result.rel_rms = held_at_one && !(p.free_sm || p.free_dispatch || p.free_combine)
+                       ? [&] {
+                           double sum = 0;
+                           for (const auto& o : obs) {
+                             const double m = ep_model_us(o, hw, p.efficiency, p.sm_GBps, p.dispatch_fixed_us,
+                                                          p.combine_fixed_us);
+                             sum += std::pow((o.measured_us - m) / o.measured_us, 2);
+                           }
+                           return std::sqrt(sum / static_cast<double>(obs.size()));
+                         }()
+                       : best.fit.rel_rms;
   return result;
 }
 

@@ -15,9 +15,9 @@
 #include "tests/test_paths.hpp"
 
 namespace epsim {
-namespace {
+namespace ep_agreement {
 
-EpCommPoint point(EpKernel kernel, int ep, std::int64_t tokens, int sms) {
+inline EpCommPoint point(EpKernel kernel, int ep, std::int64_t tokens, int sms) {
   EpCommPoint p;
   p.kernel = kernel;
   p.implementation = "deepep_v1";
@@ -34,7 +34,9 @@ EpCommPoint point(EpKernel kernel, int ep, std::int64_t tokens, int sms) {
   return p;
 }
 
-}  // namespace
+}  // namespace ep_agreement
+
+using ep_agreement::point;
 
 TEST_CASE("EP fit: the engine's replay of each fitted point is within 2% of the closed form") {
   HardwareSpec base = load_hardware((test::source_dir() / "models" / "h800.yaml").string());
@@ -109,6 +111,30 @@ TEST_CASE("EP fit: across nodes, the engine's replay of each fitted RDMA point i
     INFO(to_string(o.point->kernel), " ", o.point->tokens, " tok: closed ", closed, " us, engine ", engine, " us");
     CHECK(std::abs(engine - closed) / closed < 0.02);
   }
+}
+
+}  // namespace epsim
+
+namespace epsim {
+
+TEST_CASE("EP fit: an efficiency above 1 is held at 1, as the replay's links can carry no more") {
+  HardwareSpec base = load_hardware((test::source_dir() / "models" / "h800.yaml").string());
+  base.ep_backend.sm_GBps = 0;
+  std::vector<EpObservation> obs;
+  std::vector<EpCommPoint> points;
+  for (std::int64_t tokens : {1024, 4096}) points.push_back(point(EpKernel::dispatch, 8, tokens, 24));
+  for (const EpCommPoint& p : points) {
+    EpObservation o = ep_geometry(p, base);
+    o.measured_us = ep_model_us(o, base, 1.6, 0, 10, 10);  // 1.6x the line rate
+    obs.push_back(o);
+  }
+  std::vector<std::string> warnings;
+  const EpCommFit fit = fit_ep_comm(obs, base, false, true, false, warnings);
+  CHECK(fit.efficiency.value == 1.0);
+  CHECK(fit.efficiency.points == 2);
+  CHECK(fit.efficiency.note.find("held at 1") != std::string::npos);
+  // The fixed cost is refitted with the efficiency held: the residual is what the held bound costs.
+  CHECK(fit.rel_rms > 0.01);
 }
 
 }  // namespace epsim
