@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "hw/calibration/calibration_fit.hpp"
 #include "hw/calibration/hardware_writer.hpp"
@@ -117,11 +118,35 @@ void print_points(std::ostream& out, const std::vector<PointResidual>& rows) {
   }
 }
 
+/// The ep_backend keys model one EP library: keeps the ep_comm points of `implementation` (all of
+/// them when it is empty) and refuses a set whose points name several implementations, or none of
+/// the one asked for.
+void select_implementation(std::vector<Measurements>& sources, const std::string& implementation) {
+  std::set<std::string> names;
+  for (Measurements& m : sources) {
+    for (const EpCommPoint& p : m.ep_comm) names.insert(p.implementation);
+    if (!implementation.empty())
+      m.ep_comm.erase(std::remove_if(m.ep_comm.begin(), m.ep_comm.end(),
+                                     [&](const EpCommPoint& p) { return p.implementation != implementation; }),
+                      m.ep_comm.end());
+  }
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + (n.empty() ? std::string("(none)") : n);
+  if (!implementation.empty() && !names.count(implementation))
+    throw InputError("command line", "--implementation",
+                     "no ep_comm point of implementation '" + implementation + "' (the files have: " +
+                         (known.empty() ? std::string("no ep_comm points") : known) + ")");
+  if (implementation.empty() && names.size() > 1)
+    throw InputError("command line", "",
+                     "the ep_comm points mix implementations (" + known +
+                         "), but the ep_backend keys model one; pick one with --implementation NAME");
+}
+
 }  // namespace
 
 int calibrate_command(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
-  std::string base_path, output, name;
+  std::string base_path, output, name, implementation;
   bool force = false, quiet = false, points = false;
   po::options_description options("epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [options]");
   options.add_options()
@@ -131,6 +156,9 @@ int calibrate_command(const std::vector<std::string>& args) {
       ("output,o", po::value(&output), "calibrated hardware YAML to write")
       ("name", po::value(&name), "name: of the written hardware (default: the output file's stem)")
       ("force", po::bool_switch(&force), "replace an existing output file")
+      ("implementation", po::value(&implementation),
+       "fit the ep_backend keys to the ep_comm points of this implementation only (deepep_v1, hybrid_ep, ...); "
+       "needed when the files hold several")
       ("points", po::bool_switch(&points), "print every point's measured and model time and residual, per series")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "measurements", -1)) return 0;
@@ -145,6 +173,7 @@ int calibrate_command(const std::vector<std::string>& args) {
   const HardwareSpec base = load_hardware(base_path);
   std::vector<Measurements> sources;
   for (const auto& path : inputs) sources.push_back(load_measurements(path));
+  select_implementation(sources, implementation);
   FitOptions fit_options;
   fit_options.one_size_fixed_from_base = true;  // published rates come at one size
   const Calibration cal = fit_measurements(sources, base, fit_options);
