@@ -302,8 +302,11 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     }
     if (!changed) break;
     if (!s.free_eff && !s.free_sm && !s.free_dispatch && !s.free_combine) {
-      throw_at_point(obs.front().file, obs.front().where,
-                     what + ": the points determine none of efficiency, sm_GBps and the fixed costs");
+      // E.g. RDMA points whose time the NVLink forwarding sets: nothing here to fit, nothing to refuse.
+      warnings.push_back(what + ": the points determine none of efficiency, sm_GBps and the fixed costs; "
+                         "every key is kept from the base file");
+      best.params = s;
+      break;
     }
     best = solve(obs, hw, s);
   }
