@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "hw/calibration/ep_bench_traffic.hpp"
+#include "hw/calibration/fidelity_ep_bench.hpp"
 #include "hw/calibration/fit_error.hpp"
 #include "hw/calibration/nonlinear_fit.hpp"
 
@@ -187,7 +188,9 @@ double ep_model_us(const EpObservation& o, const HardwareSpec& hw, double effici
   const double fixed = o.point->kernel == EpKernel::dispatch ? dispatch_fixed_us : combine_fixed_us;
   const double latency_us = o.internode ? hw.infiniband.latency_us : hw.nvlink.latency_us;
   const double curve = curve_at(hw.ep_backend.message_efficiency, o.message_bytes);
-  return fixed + latency_us + busy / (curve * kBytesPerUsPerGBps);
+  // An API point pays the host's call cost on top of the kernel, as the replay charges it.
+  const double host_us = o.point->kernel_only ? 0.0 : kApiHostCost_us;
+  return fixed + host_us + latency_us + busy / (curve * kBytesPerUsPerGBps);
 }
 
 EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec& hw, bool fit_sm, bool fit_dispatch_fixed,

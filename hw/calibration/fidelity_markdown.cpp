@@ -177,10 +177,13 @@ void write_fidelity_markdown(std::ostream& out, const FidelityDocHeader& header,
       << " us per call (launch through Python layers,\n"
       << "  ../shared/reference/measurements/launch-and-latency-floors.md).\n"
       << "- A published rate is turned into a time with the bytes its benchmark counts (docs/calibration.md).\n"
-      << "- The EP fit (`epsim calibrate`, hw/calibration/ep_comm_fit.hpp) is a closed form on the busiest rank's\n"
-      << "  bytes; the rows here run the fitted keys through the engine (every hop a flow, the mean of the ranks'\n"
-      << "  kernel times). Where the two disagree, a fitted dispatch or combine row errs even at a point the fit\n"
-      << "  saw: that gap is the engine's, and is what a replay would show.\n\n";
+      << "- EP points are fitted per group: one preset, one implementation, kernel or API timing (the\n"
+      << "  ep_backend keys model one library). The EP fit (`epsim calibrate`, hw/calibration/ep_comm_fit.hpp)\n"
+      << "  is a closed form that charges what the engine's replay charges (per-rank NVLink, forwarding, RDMA\n"
+      << "  and SM loads, the mean over ranks, latency, the message size curve, the fixed and host costs once),\n"
+      << "  so a fitted row errs only where the model cannot follow the points. A leave-one-out cell is n/a\n"
+      << "  when fewer than 2 other points of its group cross the same link, or when the refit puts a parameter\n"
+      << "  at a bound or 3x away from the whole group's fit (the other points do not determine it).\n\n";
   summary(out, rows);
   for (FidelityKind kind : kKinds) {
     bool any = false;

@@ -49,6 +49,9 @@ TEST_CASE("EP fit: the engine's replay of each fitted point is within 2% of the 
   for (EpKernel k : {EpKernel::dispatch, EpKernel::combine})
     for (std::int64_t tokens : {1, 128, 1024, 4096})
       for (int sms : {8, 24, 64}) points.push_back(point(k, 8, tokens, sms));
+  // Timed through the API: both sides add the host's call cost.
+  points.push_back(point(EpKernel::dispatch, 8, 2048, 24));
+  points.back().kernel_only = false;
   std::vector<EpObservation> obs;
   for (const EpCommPoint& p : points) {
     EpObservation o = ep_geometry(p, base);
