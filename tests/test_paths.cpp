@@ -1,13 +1,36 @@
 #include "tests/test_paths.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <system_error>
 
 namespace epsim::test {
+namespace {
+
+// CTest runs every test case as its own process, two at a time: a folder named only by its caller
+// would be emptied by one case while another writes in it. Each process gets its own folders, and
+// removes them when it exits.
+std::vector<std::filesystem::path>& created_scratch() {
+  static std::vector<std::filesystem::path> dirs;
+  return dirs;
+}
+
+void remove_scratch() {
+  std::error_code ec;
+  for (const auto& dir : created_scratch()) std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
 
 std::filesystem::path scratch_dir(const std::string& name) {
-  auto dir = std::filesystem::current_path() / "scratch" / name;
+  auto dir = std::filesystem::current_path() / "scratch" / (name + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  if (created_scratch().empty()) std::atexit(remove_scratch);
+  if (std::find(created_scratch().begin(), created_scratch().end(), dir) == created_scratch().end())
+    created_scratch().push_back(dir);
   return dir;
 }
 
