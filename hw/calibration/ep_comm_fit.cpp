@@ -214,10 +214,17 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
   // efficiency takes the rate and the SM rate is not fitted.
   std::set<int> sm_counts;
   for (const auto& o : obs) sm_counts.insert(o.sms);
+  // Unless the base file's SM rate already binds below the link: then the SMs take the rate (sm_GBps is
+  // fitted, the link efficiency kept), else a kept SM rate would cap every prediction below the points.
+  bool sm_takes_rate = false;
   if (fit_sm && sm_counts.size() < 2) {
-    fit_sm = false;
-    warnings.push_back(what + ": every point has " + std::to_string(*sm_counts.begin()) +
-                       " SMs; the rate is taken as link bound and sm_GBps is kept from the base file");
+    const double base_eff = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
+    sm_takes_rate = hw.ep_backend.sm_GBps > 0 && *sm_counts.begin() * hw.ep_backend.sm_GBps < link_GBps * base_eff;
+    fit_sm = sm_takes_rate;
+    warnings.push_back(what + ": every point has " + std::to_string(*sm_counts.begin()) + " SMs; " +
+                       (sm_takes_rate ? "the base file's SM rate binds, so sm_GBps takes the rate and the link "
+                                        "efficiency is kept from the base file"
+                                      : "the rate is taken as link bound and sm_GBps is kept from the base file"));
   }
   EpParams start;
   start.efficiency = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
@@ -247,6 +254,10 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     per_sm.push_back(rate / o.sms);
   }
   start.efficiency = std::clamp(*std::max_element(link_eff.begin(), link_eff.end()), 1e-3, 2.0);
+  if (sm_takes_rate) {
+    start.efficiency = inter ? hw.ep_backend.ib_efficiency : hw.ep_backend.nvlink_efficiency;
+    start.free_eff = false;
+  }
 
   // Several starts of the SM rate (the min() has a kink: a start far off may leave every point on one side).
   std::vector<double> sm_starts;
@@ -274,10 +285,26 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     return flags[which] ? i : -1;
   };
   bool held_at_zero[2] = {false, false};
-  for (int round = 0; round < 3; ++round) {
+  bool sm_zeroed = false;
+  for (int round = 0; round < 4; ++round) {
     EpParams s = best.params;
     bool changed = false;
     const int ie = index_of(best.params, 0), is = index_of(best.params, 1);
+    if (is >= 0 && !best.fit.determined[static_cast<std::size_t>(is)] && sm_takes_rate) {
+      // The points run faster than the kept link allows through any SM rate: the SMs never limit
+      // (sm_GBps 0, written as fitted) and the link efficiency takes the rate. Refitted from the start,
+      // as the fixed costs found with the SM rate stuck are meaningless.
+      s = start;
+      s.free_sm = false;
+      s.sm_GBps = 0;
+      s.free_eff = true;
+      sm_zeroed = true;
+      sm_takes_rate = false;
+      warnings.push_back(what + ": the points are faster than the base's SM rate allows and no SM rate binds; "
+                         "sm_GBps is set to 0 (the SMs never limit) and the link efficiency is fitted");
+      best = solve(obs, hw, s);
+      continue;
+    }
     // A negative fixed cost has no meaning (two sizes whose times do not follow fixed + bytes / rate):
     // it is held at 0 and the rest fitted again, so that the written file predicts what was fitted.
     for (auto [is_free, fixed, name, held] :
@@ -339,6 +366,8 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
     if (std::find(files.begin(), files.end(), o.file) == files.end()) files.push_back(o.file);
   auto value = [&](int which, double v, bool log_scale) {
     const int i = index_of(p, which);
+    if (which == 1 && sm_zeroed)
+      return FittedValue{0, kNaN, static_cast<int>(obs.size()), files, "0: the SMs never limit these points"};
     if (which == 0 && held_at_one)
       return FittedValue{1, kNaN, static_cast<int>(obs.size()), files, "held at 1: the points give more than the line rate"};
     if (which >= 2 && held_at_zero[which - 2])

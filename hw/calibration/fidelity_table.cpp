@@ -189,7 +189,7 @@ std::string ep_refit_problem(const Calibration& loo, const Calibration& whole) {
     const std::string link = f.internode ? "RDMA" : "NVLink";
     if (f.efficiency.points > 0 && (f.efficiency.value < 0.05 || f.efficiency.value > 1.5))
       return link + " efficiency refitted to " + num(f.efficiency.value) + ", outside 0.05..1.5";
-    if (f.sm_GBps.points > 0 && f.sm_GBps.value < 0.5)
+    if (f.sm_GBps.points > 0 && f.sm_GBps.value > 0 && f.sm_GBps.value < 0.5)
       return "sm_GBps refitted to " + num(f.sm_GBps.value) + " GB/s per SM: collapsed";
     if (!b->has_value()) continue;
     const EpCommFit& g = **b;

@@ -141,3 +141,27 @@ TEST_CASE("EP fit: an efficiency above 1 is held at 1, as the replay's links can
 }
 
 }  // namespace epsim
+
+namespace epsim {
+
+TEST_CASE("EP fit: one SM count under a binding base SM rate that the points outrun sets sm_GBps to 0") {
+  HardwareSpec base = load_hardware((test::source_dir() / "models" / "h800.yaml").string());
+  std::vector<EpObservation> obs;
+  std::vector<EpCommPoint> points;
+  for (std::int64_t tokens : {256, 1024, 4096}) points.push_back(point(EpKernel::dispatch, 8, tokens, 20));
+  for (const EpCommPoint& p : points) {
+    EpObservation o = ep_geometry(p, base);
+    o.measured_us = ep_model_us(o, base, 0.95, 0, 10, 10);  // link bound at 0.95 of 200 GB/s (base: 0.8)
+    obs.push_back(o);
+  }
+  HardwareSpec start = base;
+  start.ep_backend.sm_GBps = 2;  // 20 SMs x 2 GB/s = 40 GB/s, far below the points' rate
+  std::vector<std::string> warnings;
+  const EpCommFit fit = fit_ep_comm(obs, start, true, true, false, warnings);
+  CHECK(fit.sm_GBps.value == 0);
+  CHECK(fit.sm_GBps.points == 3);
+  CHECK(fit.efficiency.value == doctest::Approx(0.95).epsilon(0.01));
+  CHECK(fit.dispatch_fixed_us.value == doctest::Approx(10).epsilon(0.01));
+}
+
+}  // namespace epsim
