@@ -11,6 +11,7 @@
 #include "hw/calibration/fidelity_ep_bench.hpp"
 #include "hw/calibration/fit_error.hpp"
 #include "hw/calibration/nonlinear_fit.hpp"
+#include "sim/hardware/log2_curve.hpp"
 
 namespace epsim {
 namespace {
@@ -68,20 +69,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-/// ep_backend.message_efficiency at `bytes`: linear in log2(bytes) between points, clamped at both
-/// ends (the engine's rule, sim/replay/sim_context.cpp).
-double curve_at(const std::vector<MessageEfficiencyPoint>& curve, double bytes) {
-  if (curve.empty()) return 1.0;
-  if (bytes <= curve.front().bytes) return curve.front().efficiency;
-  if (bytes >= curve.back().bytes) return curve.back().efficiency;
-  for (std::size_t i = 1; i < curve.size(); ++i)
-    if (bytes <= curve[i].bytes) {
-      const double x0 = std::log2(curve[i - 1].bytes), x1 = std::log2(curve[i].bytes);
-      const double w = (std::log2(bytes) - x0) / (x1 - x0);
-      return curve[i - 1].efficiency + w * (curve[i].efficiency - curve[i - 1].efficiency);
-    }
-  return curve.back().efficiency;
-}
 
 std::string num(double v) {
   std::ostringstream out;
@@ -187,7 +174,7 @@ double ep_model_us(const EpObservation& o, const HardwareSpec& hw, double effici
   const double busy = o.nvlink_bytes.empty() ? 0 : sum_bytes_per_GBps / static_cast<double>(o.nvlink_bytes.size());
   const double fixed = o.point->kernel == EpKernel::dispatch ? dispatch_fixed_us : combine_fixed_us;
   const double latency_us = o.internode ? hw.infiniband.latency_us : hw.nvlink.latency_us;
-  const double curve = curve_at(hw.ep_backend.message_efficiency, o.message_bytes);
+  const double curve = message_efficiency_at(hw.ep_backend.message_efficiency, o.message_bytes);
   // An API point pays the host's call cost on top of the kernel, as the replay charges it.
   const double host_us = o.point->kernel_only ? 0.0 : kApiHostCost_us;
   return fixed + host_us + latency_us + busy / (curve * kBytesPerUsPerGBps);

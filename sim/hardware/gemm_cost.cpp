@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "sim/hardware/log2_curve.hpp"
+
 namespace epsim {
 
 namespace {
@@ -27,19 +29,7 @@ double gemm_peak_TFLOPs(const HardwareSpec& hw, Dtype dtype) {
 double gemm_efficiency(const HardwareSpec& hw, Dtype dtype, double padded_tokens) {
   const auto& curve = curve_of(hw, dtype);
   if (curve.empty()) throw std::invalid_argument("hardware " + hw.name + " has no GEMM efficiency curve");
-  if (padded_tokens <= curve.front().tokens_per_expert) return curve.front().efficiency;
-  if (padded_tokens >= curve.back().tokens_per_expert) return curve.back().efficiency;
-  // Efficiency curves of GEMMs are smooth in log(M), not in M: interpolate there.
-  const double x = std::log2(padded_tokens);
-  for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (padded_tokens <= curve[i].tokens_per_expert) {
-      const double x0 = std::log2(curve[i - 1].tokens_per_expert);
-      const double x1 = std::log2(curve[i].tokens_per_expert);
-      const double w = (x - x0) / (x1 - x0);
-      return curve[i - 1].efficiency + w * (curve[i].efficiency - curve[i - 1].efficiency);
-    }
-  }
-  return curve.back().efficiency;
+  return gemm_efficiency_at(curve, padded_tokens);
 }
 
 double gemm_compute_us(const HardwareSpec& hw, Dtype dtype, double padded_rows, double flops) {

@@ -1,25 +1,13 @@
 #include "sim/replay/sim_context.hpp"
 
+#include "sim/hardware/log2_curve.hpp"
+
 #include <cmath>
 
 namespace epsim {
 
 namespace {
 
-// Linear in log2(bytes) between points, clamped at both ends (like the GEMM curve).
-double interpolate(const std::vector<MessageEfficiencyPoint>& curve, double bytes) {
-  if (curve.empty()) return 1.0;
-  if (bytes <= curve.front().bytes) return curve.front().efficiency;
-  if (bytes >= curve.back().bytes) return curve.back().efficiency;
-  for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (bytes <= curve[i].bytes) {
-      const double x0 = std::log2(curve[i - 1].bytes), x1 = std::log2(curve[i].bytes);
-      const double w = (std::log2(bytes) - x0) / (x1 - x0);
-      return curve[i - 1].efficiency + w * (curve[i].efficiency - curve[i - 1].efficiency);
-    }
-  }
-  return curve.back().efficiency;
-}
 
 
 }  // namespace
@@ -65,7 +53,7 @@ void SimContext::copies_touching(int gpu, int delta) {
 double SimContext::message_efficiency(int src, int dst, double payload_bytes) const {
   const double fabric = topology_.same_node(src, dst) ? hw_.ep_backend.nvlink_efficiency
                                                        : hw_.ep_backend.ib_efficiency;
-  return fabric * interpolate(hw_.ep_backend.message_efficiency, payload_bytes);
+  return fabric * message_efficiency_at(hw_.ep_backend.message_efficiency, payload_bytes);
 }
 
 void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name,

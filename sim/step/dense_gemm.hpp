@@ -13,6 +13,7 @@
 
 #include "sim/hardware/dtype.hpp"
 #include "sim/hardware/hardware_spec.hpp"
+#include "sim/hardware/log2_curve.hpp"
 
 namespace epsim {
 
@@ -22,18 +23,7 @@ namespace epsim {
 inline double dense_gemm_efficiency(const HardwareSpec& hw, Dtype dtype, double rows) {
   const bool fp8 = dtype == Dtype::fp8 && !hw.gemm.fp8_efficiency.empty();
   const std::vector<GemmEfficiencyPoint>& curve = fp8 ? hw.gemm.fp8_efficiency : hw.gemm.efficiency;
-  if (curve.empty()) return 1.0;
-  if (rows <= curve.front().tokens_per_expert) return curve.front().efficiency;
-  if (rows >= curve.back().tokens_per_expert) return curve.back().efficiency;
-  const double x = std::log2(rows);
-  for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (rows <= curve[i].tokens_per_expert) {
-      const double x0 = std::log2(curve[i - 1].tokens_per_expert);
-      const double x1 = std::log2(curve[i].tokens_per_expert);
-      return curve[i - 1].efficiency + (x - x0) / (x1 - x0) * (curve[i].efficiency - curve[i - 1].efficiency);
-    }
-  }
-  return curve.back().efficiency;
+  return gemm_efficiency_at(curve, rows);
 }
 
 /// Peak TFLOP/s for `dtype` inputs (FP8 only where the hardware gives its peak and curve).
