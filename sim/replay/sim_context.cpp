@@ -1,8 +1,8 @@
 #include "sim/replay/sim_context.hpp"
 
-#include "sim/hardware/log2_curve.hpp"
-
 #include <cmath>
+
+#include "sim/hardware/log2_curve.hpp"
 
 namespace epsim {
 
