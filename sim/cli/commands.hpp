@@ -15,6 +15,8 @@ int trace_command(const std::vector<std::string>& args);
 int balancers_command(const std::vector<std::string>& args);
 /// epsim compare COMPARISON.yaml [options]
 int compare_command(const std::vector<std::string>& args);
+/// epsim sweep SWEEP.yaml -o OUTDIR [options] | epsim sweep --join OUTDIR...
+int sweep_command(const std::vector<std::string>& args);
 /// epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [--force]
 int calibrate_command(const std::vector<std::string>& args);
 /// epsim validate --plans PLANS.jsonl --measured MEASURED.json --hardware HW.yaml --model MODEL.yaml -o DIR

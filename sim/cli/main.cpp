@@ -21,6 +21,7 @@ const char* kUsage =
     "  trace generate ...      make a synthetic trace (uniform, zipf, lognormal; skew and drift)\n"
     "  balancers               list the load balancers\n"
     "  compare COMPARISON.yaml balancers side by side over cases and EP degrees; comparison.csv and .md\n"
+    "  sweep SWEEP.yaml -o DIR what-if grid over EP, experts, hardware, balancers...; resumable, on every core\n"
     "  calibrate MEAS.yaml...  fit the hardware model to measurements; write a calibrated hardware YAML\n"
     "  validate --plans ...    compare predictions with a measured timeline of the same plans; errors per task\n"
     "  fidelity [MEAS.yaml...] predicted against measured for every published point; writes docs/fidelity.md\n"
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (command == "trace") return epsim::trace_command(args);
     if (command == "balancers") return epsim::balancers_command(args);
     if (command == "compare") return epsim::compare_command(args);
+    if (command == "sweep") return epsim::sweep_command(args);
     if (command == "calibrate") return epsim::calibrate_command(args);
     if (command == "validate") return epsim::validate_command(args);
     if (command == "fidelity") return epsim::fidelity_command(args);

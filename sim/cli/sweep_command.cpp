@@ -1,0 +1,106 @@
+// epsim sweep SWEEP.yaml -o OUTDIR: runs every point of a what-if sweep on several threads into a
+// resumable output folder and writes results.csv, results.jsonl and summary.md; `--join DIR...`
+// gathers the folders of a sharded sweep into one table. Format and rules: docs/sweep.md.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include "sim/cli/command_line.hpp"
+#include "sim/cli/commands.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/sweep/sweep_loader.hpp"
+#include "sim/sweep/sweep_runner.hpp"
+
+namespace po = boost::program_options;
+
+namespace epsim {
+
+namespace {
+
+/// "i/n" with 0 <= i < n.
+void parse_shard(const std::string& text, unsigned& index, unsigned& count) {
+  const std::size_t slash = text.find('/');
+  auto number = [&](const std::string& s) -> unsigned {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+      throw InputError("command line", "--shard " + text, "expected i/n with integers 0 <= i < n, e.g. --shard 0/4");
+    return static_cast<unsigned>(std::stoul(s));
+  };
+  if (slash == std::string::npos)
+    throw InputError("command line", "--shard " + text, "expected i/n with integers 0 <= i < n, e.g. --shard 0/4");
+  index = number(text.substr(0, slash));
+  count = number(text.substr(slash + 1));
+  if (count == 0 || index >= count)
+    throw InputError("command line", "--shard " + text, "expected i/n with integers 0 <= i < n, e.g. --shard 0/4");
+}
+
+std::string outputs(const std::string& dir) { return dir + "/{results.csv,results.jsonl,summary.md}"; }
+
+}  // namespace
+
+int sweep_command(const std::vector<std::string>& args) {
+  std::vector<std::string> inputs, sets;
+  std::string output, shard;
+  int threads = 0;
+  bool join = false, restart = false, progress = false, quiet = false;
+  po::options_description options(
+      "epsim sweep SWEEP.yaml -o OUTDIR [--threads N] [--shard i/n] [--set KEY=VALUE]... [--restart]\n"
+      "epsim sweep --join OUTDIR... [-o OUTDIR]\n\n"
+      "Runs every point of a sweep (docs/sweep.md); a run started again computes only the missing points");
+  options.add_options()
+      ("help,h", "show this help")
+      ("inputs", po::value(&inputs), "the sweep file (or, with --join, the output folders)")
+      ("output,o", po::value(&output), "output folder (default: the sweep's `output`; with --join: the first folder)")
+      ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
+       "points computed at once (0 = every core; default 0)")
+      ("shard", po::value(&shard), "compute only the points p with p % n == i (job arrays), e.g. --shard 3/16")
+      ("set", po::value(&sets), "KEY=VALUE for every point, e.g. --set gpu.sms=120 (repeatable)")
+      ("restart", po::bool_switch(&restart),
+       "the output folder belongs to an earlier, different sweep: remove what epsim wrote there and start over")
+      ("join", po::bool_switch(&join), "gather the output folders of a sharded sweep and write its tables")
+      ("progress", po::bool_switch(&progress), "show progress even when stderr is not a terminal (one line per point)")
+      ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
+  if (!parse_command_line(args, options, "inputs", -1)) return 0;
+
+  if (join) {
+    if (!sets.empty() || !shard.empty() || restart)
+      throw InputError("command line", "--join", "--join takes output folders only (and -o)");
+    const SweepRunReport r = join_sweeps(inputs, output);
+    const std::string out = output.empty() ? inputs.front() : output;
+    if (!quiet)
+      std::cout << "epsim sweep: joined " << r.total << " points (" << r.computed << " copied)\n  outputs: "
+                << outputs(out) << "\n";
+    return 0;
+  }
+  if (inputs.size() != 1)
+    throw InputError("command line", "",
+                     inputs.empty() ? "missing SWEEP.yaml (see epsim sweep --help)"
+                                    : "expected one SWEEP.yaml, got " + std::to_string(inputs.size()) +
+                                          " arguments (output folders go with --join)");
+  SweepRunOptions o;
+  if (!shard.empty()) parse_shard(shard, o.shard_index, o.shard_count);
+  const SweepSpec spec = load_sweep(inputs.front(), sets);
+  o.output_dir = output.empty() ? spec.output_dir : output;
+  if (o.output_dir.empty())
+    throw InputError(inputs.front(), "", "no output folder: give -o OUTDIR or `output:` in the sweep file");
+  o.threads = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  o.restart = restart;
+  o.terminal = ::isatty(STDERR_FILENO) == 1;
+  o.progress = !quiet && (progress || o.terminal);
+  const SweepRunReport r = run_sweep(spec, o, std::cerr);
+  if (quiet) return 0;
+  std::cout << "epsim sweep: " << spec.name << ": " << r.total << " points x " << spec.balancers.size()
+            << " balancers; ";
+  if (o.shard_count > 1) std::cout << "shard " << o.shard_index << "/" << o.shard_count << " has " << r.in_shard << ", ";
+  std::cout << r.found << " found in " << o.output_dir << ", " << r.computed << " computed on " << o.threads
+            << (o.threads == 1 ? " thread\n" : " threads\n");
+  if (r.tables_written)
+    std::cout << "  outputs: " << outputs(o.output_dir) << "\n";
+  else
+    std::cout << "  " << r.present << " of " << r.total
+              << " points are in the folder; the tables are written once all are (run the other shards into the "
+                 "same folder, or join their folders with epsim sweep --join)\n";
+  return 0;
+}
+
+}  // namespace epsim

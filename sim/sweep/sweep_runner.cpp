@@ -1,0 +1,296 @@
+#include "sim/sweep/sweep_runner.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "sim/core/atomic_file.hpp"
+#include "sim/core/created_folders.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/core/output_lock.hpp"
+#include "sim/sweep/point_result.hpp"
+#include "sim/sweep/progress_line.hpp"
+#include "sim/sweep/results_tables.hpp"
+#include "sim/sweep/sweep_lock.hpp"
+#include "sim/sweep/work_pool.hpp"
+#include "traces/synth/synthetic_trace.hpp"
+
+namespace fs = std::filesystem;
+
+namespace epsim {
+namespace {
+
+const char* const kLockFile = "sweep.lock.json";
+
+bool present_at(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(p, ec));
+}
+
+std::string point_file(const std::string& dir, const std::string& id) {
+  return (fs::path(dir) / "points" / (id + ".json")).string();
+}
+
+/// Writes `text` to `path` atomically. A file that appeared there meanwhile (another shard or run of
+/// the same sweep wrote the same point) is left as it is: both hold the same result.
+void write_new(const std::string& path, const std::string& text) {
+  if (present_at(path)) return;
+  try {
+    AtomicFile file(path, false);
+    file.stream() << text;
+    file.commit();
+  } catch (const InputError&) {
+    if (!present_at(path)) throw;
+  }
+}
+
+/// Writes `text` to `path` atomically, replacing the file epsim wrote there before.
+void write_replacing(const std::string& path, const std::string& text) {
+  AtomicFile file(path, true);
+  file.stream() << text;
+  file.commit();
+}
+
+void remove_file(const fs::path& p) {
+  std::error_code ec;
+  fs::remove(p, ec);
+  if (ec) throw InputError(p.string(), "", "cannot remove: " + ec.message());
+}
+
+void remove_if_empty(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_directory(p, ec) && fs::is_empty(p, ec)) fs::remove(p, ec);
+}
+
+/// The current folder, a folder above it and the root are never a sweep's output.
+void check_not_above_cwd(const std::string& dir) {
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(fs::absolute(dir), ec);
+  const fs::path cwd = fs::weakly_canonical(fs::current_path(), ec);
+  auto t = target.begin();
+  auto c = cwd.begin();
+  for (; t != target.end() && c != cwd.end() && *t == *c; ++t, ++c) {
+  }
+  if (t == target.end() || (t != target.end() && t->empty()))
+    throw InputError(dir, "", "the output folder may not be the current folder or one above it");
+}
+
+/// Removes what an earlier sweep wrote into `dir` (as its lock lists it), nothing else.
+void remove_old_results(const std::string& dir, const SweepLock& old) {
+  const fs::path root(dir);
+  for (const SweepLock::Point& p : old.points) remove_file(point_file(dir, p.id));
+  for (const std::string& t : old.traces) remove_file(root / "traces" / t);
+  for (const std::string& f : sweep_table_files()) remove_file(root / f);
+  remove_if_empty(root / "points");
+  remove_if_empty(root / "traces");
+  remove_file(root / kLockFile);
+}
+
+/// Makes `dir` the output folder of `lock`: creates it, or checks that it is empty or already
+/// belongs to the same sweep. The returned folders are kept once the lock is in place.
+std::unique_ptr<CreatedFolders> claim_folder(const std::string& dir, const SweepLock& lock, bool restart) {
+  check_not_above_cwd(dir);
+  std::error_code ec;
+  if (present_at(dir) && !fs::is_directory(dir, ec)) throw InputError(dir, "", "the output exists and is not a folder");
+  auto created = std::make_unique<CreatedFolders>(dir, dir);
+  const std::string lock_path = (fs::path(dir) / kLockFile).string();
+  if (present_at(lock_path)) {
+    const SweepLock old = SweepLock::read(lock_path);
+    if (old.hash == lock.hash) return created;
+    if (!restart)
+      throw InputError(dir, "",
+                       "this folder holds the results of another sweep ('" + old.name + "', hash " + old.hash +
+                           "; this one: '" + lock.name + "', hash " + lock.hash +
+                           "): the sweep file, a --set value or a file it reads has changed. Pass --restart to remove "
+                           "the results epsim wrote there and start over, or choose another output folder");
+    remove_old_results(dir, old);
+  } else if (!fs::is_empty(dir, ec)) {
+    std::string first;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      first = entry.path().filename().string();
+      break;
+    }
+    throw InputError(dir, "",
+                     "the output folder exists and holds files no epsim sweep wrote (first: " + first +
+                         "); choose an empty or new folder");
+  }
+  write_new(lock_path, lock.json());
+  const SweepLock written = SweepLock::read(lock_path);
+  if (written.hash != lock.hash)
+    throw InputError(dir, "", "another sweep (hash " + written.hash + ") claimed this folder at the same time");
+  return created;
+}
+
+/// Builds the tables from the folder's point files if every point of `lock` is there.
+bool write_tables_if_complete(const std::string& dir, const SweepLock& lock, std::size_t& present) {
+  present = 0;
+  for (const SweepLock::Point& p : lock.points) present += present_at(point_file(dir, p.id));
+  if (present < lock.points.size()) return false;
+  std::map<std::string, PointResult> results;
+  for (const SweepLock::Point& p : lock.points) {
+    const std::string path = point_file(dir, p.id);
+    PointResult r = read_point_json(path);
+    if (r.id != p.id) throw InputError(path, "", "the file is point '" + r.id + "', not '" + p.id + "'");
+    if (r.balancers.size() != lock.balancers.size())
+      throw InputError(path, "", "the point has " + std::to_string(r.balancers.size()) + " balancers, the sweep " +
+                                     std::to_string(lock.balancers.size()));
+    results.emplace(p.id, std::move(r));
+  }
+  const SweepTables tables = sweep_tables(lock, results);
+  write_replacing((fs::path(dir) / "results.csv").string(), tables.csv);
+  write_replacing((fs::path(dir) / "results.jsonl").string(), tables.jsonl);
+  write_replacing((fs::path(dir) / "summary.md").string(), tables.summary_md);
+  return true;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (!in && !in.eof()) throw InputError(path, "", "cannot read");
+  return s.str();
+}
+
+}  // namespace
+
+const std::vector<std::string>& sweep_table_files() {
+  static const std::vector<std::string> files = {"results.csv", "results.jsonl", "summary.md"};
+  return files;
+}
+
+SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::ostream& log) {
+  if (o.output_dir.empty()) throw InputError(spec.source_file, "", "no output folder: give -o OUTDIR or `output:`");
+  if (o.shard_count == 0 || o.shard_index >= o.shard_count)
+    throw InputError("command line", "--shard", "expected i/n with 0 <= i < n");
+  const std::string& dir = o.output_dir;
+  const SweepLock lock = SweepLock::of(spec);
+
+  // One process per folder and shard; shards of one sweep may share the folder.
+  const std::string lock_target = fs::absolute(dir).lexically_normal().string() +
+                                  (o.shard_count > 1 ? ".shard-" + std::to_string(o.shard_index) + "-of-" +
+                                                           std::to_string(o.shard_count)
+                                                     : std::string());
+  std::unique_ptr<CreatedFolders> created = std::make_unique<CreatedFolders>(fs::path(lock_target).parent_path().string(), dir);
+  OutputLock process_lock(lock_target, dir);
+  std::unique_ptr<CreatedFolders> folder = claim_folder(dir, lock, o.restart);
+  folder->keep();
+  created->keep();
+  // Made here, before the threads, which then only add files to them.
+  CreatedFolders((fs::path(dir) / "points").string(), dir).keep();
+  if (!lock.traces.empty()) CreatedFolders((fs::path(dir) / "traces").string(), dir).keep();
+
+  SweepRunReport report;
+  report.total = spec.points.size();
+  std::vector<const SweepPoint*> todo;
+  for (const SweepPoint& p : spec.points) {
+    if (p.index % o.shard_count != o.shard_index) continue;
+    ++report.in_shard;
+    const std::string path = point_file(dir, p.id);
+    if (present_at(path)) {
+      const PointResult r = read_point_json(path);
+      if (r.hash != p.hash)
+        throw InputError(path, "", "this point was computed from other inputs (hash " + r.hash + ", now " + p.hash +
+                                       "); remove the file, or use --restart");
+      ++report.found;
+    } else {
+      todo.push_back(&p);
+    }
+  }
+  const unsigned threads = std::max(1u, o.threads);
+
+  // Generated traces of the points to compute, each once.
+  std::map<std::string, const SweepPoint*> traces;
+  for (const SweepPoint* p : todo)
+    if (p->trace && !present_at(fs::path(dir) / "traces" / p->trace_file)) traces.emplace(p->trace_file, p);
+  std::vector<const SweepPoint*> to_generate;
+  for (const auto& [file, p] : traces) to_generate.push_back(p);
+  run_jobs(to_generate.size(), threads, [&](std::size_t i) {
+    const SweepPoint& p = *to_generate[i];
+    const std::string path = (fs::path(dir) / "traces" / p.trace_file).string();
+    try {
+      generate_trace(*p.trace, path, false);
+    } catch (const InputError&) {
+      if (!present_at(path)) throw;  // else another run of the sweep made the same trace
+    }
+  });
+
+  ProgressLine progress(log, o.terminal, report.found, todo.size(), report.in_shard);
+  std::atomic<std::size_t> computed{0};
+  std::atomic<std::size_t> started{0};
+  try {
+    run_jobs(
+        todo.size(), threads,
+        [&](std::size_t i) {
+          const SweepPoint& p = *todo[i];
+          const auto t0 = std::chrono::steady_clock::now();
+          const std::string trace =
+              p.trace ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+          const PointResult r = run_point(p, trace);
+          write_new(point_file(dir, p.id), point_json(r));
+          ++computed;
+          if (o.progress)
+            progress.finished(p.describe(),
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        },
+        [&]() { return o.stop_after == 0 || started.fetch_add(1) < o.stop_after; });
+  } catch (...) {
+    progress.close();
+    throw;
+  }
+  progress.close();
+  report.computed = computed.load();
+  report.tables_written = write_tables_if_complete(dir, lock, report.present);
+  return report;
+}
+
+SweepRunReport join_sweeps(const std::vector<std::string>& dirs, const std::string& output_dir) {
+  if (dirs.empty()) throw InputError("command line", "--join", "expected the output folders of the shards");
+  std::vector<SweepLock> locks;
+  for (const std::string& d : dirs) {
+    const std::string path = (fs::path(d) / kLockFile).string();
+    if (!present_at(path)) throw InputError(d, "", "not a sweep output folder (no " + std::string(kLockFile) + ")");
+    locks.push_back(SweepLock::read(path));
+    if (locks.back().hash != locks.front().hash)
+      throw InputError(d, "", "belongs to another sweep ('" + locks.back().name + "', hash " + locks.back().hash +
+                                  ") than " + dirs.front() + " ('" + locks.front().name + "', hash " +
+                                  locks.front().hash + ")");
+  }
+  const SweepLock& lock = locks.front();
+  const std::string out = output_dir.empty() ? dirs.front() : output_dir;
+  std::unique_ptr<CreatedFolders> folder = claim_folder(out, lock, false);
+  folder->keep();
+  OutputLock process_lock(fs::absolute(out).lexically_normal().string(), out);
+
+  SweepRunReport report;
+  report.total = lock.points.size();
+  std::size_t missing = 0;
+  std::string first_missing;
+  for (const SweepLock::Point& p : lock.points) {
+    const std::string target = point_file(out, p.id);
+    if (present_at(target)) continue;
+    bool found = false;
+    for (const std::string& d : dirs) {
+      const std::string source = point_file(d, p.id);
+      if (!present_at(source)) continue;
+      read_point_json(source);  // a damaged file is reported, not copied
+      write_new(target, read_bytes(source));
+      found = true;
+      ++report.computed;
+      break;
+    }
+    if (!found && missing++ == 0) first_missing = p.id;
+  }
+  if (missing > 0)
+    throw InputError(out, "",
+                     std::to_string(missing) + " of " + std::to_string(lock.points.size()) +
+                         " points are in none of the folders (first: " + first_missing +
+                         "); run the shards that computed them, then join again");
+  report.tables_written = write_tables_if_complete(out, lock, report.present);
+  return report;
+}
+
+}  // namespace epsim
