@@ -88,10 +88,9 @@ class CountsFileWriter:
             raise ValueError(f"layer {layer} is not one of the header's layer_ids")
         if len(counts) != self.num_experts:
             raise ValueError(f"{len(counts)} counts for {self.num_experts} experts")
-        total = 0
-        for count in counts:
-            _check_int("count", count, 0)
-            total += count
+        if any(type(count) is not int for count in counts) or min(counts) < 0:
+            raise ValueError(f"counts must be non-negative integers, got {list(counts)}")
+        total = sum(counts)
         if total % self.top_k != 0:
             raise ValueError(
                 f"step {step}, micro-batch {micro_batch}, layer {layer}, rank {self.rank}: the counts "

@@ -25,7 +25,9 @@ _Pending = collections.namedtuple("_Pending", "step micro_batch rank host event 
 
 def count_into(row, expert_ids, num_experts, use_bincount):
     """Adds the number of occurrences of each expert id to `row` (int64, num_experts), on its device."""
-    flat = expert_ids.detach().reshape(-1).to(device=row.device, dtype=torch.int64)
+    flat = expert_ids.detach().reshape(-1)
+    if flat.dtype != torch.int64 or flat.device != row.device:
+        flat = flat.to(device=row.device, dtype=torch.int64)
     if use_bincount:
         counts = torch.bincount(flat, minlength=num_experts)
         if counts.numel() != num_experts:
@@ -117,7 +119,7 @@ class Recorder:
         self._step = 0
         self._micro_batch = 0
         self._rank_override = None
-        self._live = {}         # rank -> [device rows tensor, set of rows already counted]
+        self._live = {}         # rank -> [device rows tensor, rows already counted, row views]
         self._pending = collections.deque()
         self._last_key = {}     # rank -> last (step, micro_batch) ended
         self._writers = {}
@@ -210,7 +212,7 @@ class Recorder:
             if live is None:
                 rows = torch.zeros((len(self.sites), self.num_experts), dtype=torch.int64,
                                    device=tensor.device)
-                live = self._live[rank] = [rows, set()]
+                live = self._live[rank] = [rows, set(), rows.unbind(0)]
             if row in live[1]:
                 if self.on_repeat == "error":
                     raise RuntimeError(
@@ -226,12 +228,12 @@ class Recorder:
                     self.repeats_skipped += 1
                     return None
             live[1].add(row)
-            with torch.no_grad():
-                if kind == INDICES:
-                    count_into(live[0][row], tensor, self.num_experts,
-                               use_bincount=live[0].device.type != "cuda")
-                else:
-                    live[0][row].add_(tensor.detach().to(device=live[0].device, dtype=torch.int64))
+            # Integer tensors carry no gradient, so this needs no torch.no_grad().
+            if kind == INDICES:
+                count_into(live[2][row], tensor, self.num_experts,
+                           use_bincount=live[0].device.type != "cuda")
+            else:
+                live[2][row].add_(tensor.detach().to(device=live[0].device, dtype=torch.int64))
             return None
 
         return hook
@@ -258,7 +260,7 @@ class Recorder:
         if self._closed:
             raise RuntimeError("the recorder is closed")
         key = (self._step, self._micro_batch)
-        for rank, (rows, _) in sorted(self._live.items()):
+        for rank, (rows, _, _) in sorted(self._live.items()):
             last = self._last_key.get(rank)
             if last is not None and key <= last:
                 raise ValueError(f"step {key[0]}, micro-batch {key[1]} of rank {rank} comes after "

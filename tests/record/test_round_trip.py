@@ -1,0 +1,108 @@
+"""Record -> `epsim trace import counts-jsonl` -> `epsim trace show` and `epsim run`: the counts the
+stand-in routers chose come out of the binary trace unchanged, and the replay loads each GPU with
+the tokens of its experts. Needs the epsim binary (EPSIM_BINARY, set by CTest)."""
+
+import csv
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+import record_test_support as support
+import stand_ins
+from counts_validator import validate
+from epsim_recorder import Recorder
+
+EPSIM = os.environ.get("EPSIM_BINARY", "")
+NUM_EXPERTS, TOP_K, RANKS, EP = 16, 2, 4, 4
+
+
+def epsim_imports_counts_jsonl():
+    if not EPSIM or not os.access(EPSIM, os.X_OK):
+        return False
+    usage = subprocess.run([EPSIM, "trace", "import", "--help"], capture_output=True, text=True)
+    return "counts-jsonl" in usage.stdout + usage.stderr
+
+
+def run(*args):
+    result = subprocess.run([EPSIM, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise AssertionError(f"epsim {' '.join(args)} exited {result.returncode}:\n"
+                             f"{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def parse_show(text):
+    """{(step, micro_batch, layer id): [row of rank 0, row of rank 1, ...]} from `epsim trace show`."""
+    records, current = {}, None
+    for line in text.splitlines():
+        head = re.match(r"record \d+: step (\d+), micro-batch (\d+), layer \d+ \(id (\d+)\)", line)
+        if head:
+            current = records.setdefault(tuple(int(g) for g in head.groups()), [])
+            continue
+        row = re.match(r"\s*rank (\d+):((?:\s+\d+)+)\s*$", line)
+        if row and current is not None:
+            assert int(row.group(1)) == len(current)
+            current.append([int(c) for c in row.group(2).split()])
+    return records
+
+
+@unittest.skipUnless(epsim_imports_counts_jsonl(),
+                     "no epsim binary with `trace import counts-jsonl` (set EPSIM_BINARY)")
+class RoundTripTest(unittest.TestCase):
+    def test_record_import_show_and_replay(self):
+        torch.manual_seed(11)
+        model = stand_ins.mixtral_v4(hidden=8, num_experts=NUM_EXPERTS, top_k=TOP_K, layers=2)
+        routers = list(model.routers())
+        expected = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            counts_dir = os.path.join(tmp, "counts")
+            recorder = Recorder(model, counts_dir, provenance="round-trip stand-in", num_ranks=RANKS)
+            for step in range(2):
+                for micro_batch in range(2):
+                    recorder.micro_batch(micro_batch)
+                    for rank in range(RANKS):
+                        for router in routers:
+                            router.chosen.clear()
+                        with recorder.source_rank(rank):
+                            model(torch.randn(3, 10 + 5 * rank, 8))
+                        for layer, router in enumerate(routers):
+                            expected.setdefault((step, micro_batch, layer), []).append(
+                                support.direct_counts(router.chosen, NUM_EXPERTS))
+                recorder.step()
+            paths = recorder.close()
+            self.assertEqual(len(paths), RANKS)
+            validate(paths)
+
+            trace = os.path.join(tmp, "recorded.eptrace")
+            run("trace", "import", "counts-jsonl", *paths, "-o", trace)
+            shown = run("trace", "show", trace)
+            self.assertIn("provenance: round-trip stand-in", shown)
+            self.assertEqual(parse_show(shown), expected)
+
+            experiment = os.path.join(tmp, "replay.yaml")
+            with open(experiment, "w") as f:
+                f.write(f"kind: experiment\nname: round-trip\ntrace: {trace}\n"
+                        f"model: {os.path.join(support.SOURCE_DIR, 'models', 'tiny-moe.yaml')}\n"
+                        f"hardware: {os.path.join(support.SOURCE_DIR, 'models', 'h100-sxm-8.yaml')}\n"
+                        f"ep_degree: {EP}\nplacement: contiguous\nbalancer:\n  name: static_ep\n"
+                        f"output: {os.path.join(tmp, 'out')}\nseed: 1\n")
+            run("run", experiment, "-o", os.path.join(tmp, "out"))
+            with open(os.path.join(tmp, "out", "metrics.csv"), newline="") as f:
+                rows = [r for r in csv.DictReader(f) if r["balancer"] == "static_ep"]
+        self.assertEqual(len(rows), len(expected))
+        per_gpu = NUM_EXPERTS // EP
+        for row in rows:
+            matrix = expected[(int(row["step"]), int(row["micro_batch"]), int(row["layer_id"]))]
+            loads = [sum(matrix[r][e] for r in range(RANKS)) for e in range(NUM_EXPERTS)]
+            gpu_loads = [sum(loads[g * per_gpu:(g + 1) * per_gpu]) for g in range(EP)]
+            # Every token's top-k assignments land on the GPUs holding the chosen experts.
+            self.assertEqual(int(row["tokens_total"]), sum(loads))
+            self.assertEqual(int(row["token_max"]), max(gpu_loads))
+
+
+if __name__ == "__main__":
+    unittest.main()
