@@ -1,109 +1,43 @@
-// `epsim trace {show|stats|import|generate}`: command-line parsing only; the work is done by the plain
-// functions of traces/ (docs/trace-format.md describes the format and every subcommand).
+// `epsim trace {info|show|stats|merge|slice|import|generate}`: command-line parsing only; the work is done
+// by the plain functions of traces/ (docs/trace-format.md describes the format and every subcommand).
 #include <boost/program_options.hpp>
-#include <cerrno>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <iostream>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/trace_cli.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
-#include "traces/format/trace_reader.hpp"
-#include "traces/import/flame_csv.hpp"
-#include "traces/import/olmoe_counts.hpp"
-#include "traces/import/topk_jsonl.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 #include "traces/text/trace_show.hpp"
 #include "traces/text/trace_stats.hpp"
 
 namespace epsim {
 
-namespace po = boost::program_options;
+namespace trace_cli {
 
-namespace {
-
-const char* kUsage =
+const char* const kTraceUsage =
     "usage:\n"
     "  epsim trace show FILE [--records N] [--tokens]\n"
     "  epsim trace stats FILE [--ep N] [--placement contiguous|interleaved]\n"
     "  epsim trace import flame-csv DIR --ranks R -o OUT [--force]\n"
     "  epsim trace import olmoe-counts FILE --ranks R --tokens-per-rank T --micro-batches M --seed S\n"
-    "                                  -o OUT [--token-ids] [--force]\n"
+    "                                  -o OUT [--token-ids] [--provenance P] [--licence L] [--force]\n"
     "  epsim trace import topk-jsonl FILE [--ranks R] -o OUT [--force]\n"
+    "  epsim trace import counts-jsonl FILE... -o OUT [--provenance P] [--licence L] [--force]\n"
     "  epsim trace generate --ranks R (--experts E --top-k K | --model FILE) --tokens-per-rank T\n"
     "                       [--groups G --groups-per-token M] [--layers L] [--micro-batches M] [--steps S]\n"
     "                       [--dist uniform|zipf|lognormal] [--zipf-alpha A] [--lognormal-sigma SIG]\n"
     "                       [--rank-skew SIGMA_R] [--drift D] [--seed SEED] [--token-ids] -o OUT [--force]\n"
     "See docs/trace-format.md.\n";
 
-/// Parses `args` against the visible options plus one hidden positional argument named `positional`
-/// (none when empty) into `vm`. Returns false when --help was asked (the help is then printed).
-bool parse(const std::string& command, const std::string& usage, const std::vector<std::string>& args,
-           po::options_description& visible, const std::string& positional, po::variables_map& vm) {
-  visible.add_options()("help,h", "print this help");
-  po::options_description all;
-  all.add(visible);
-  po::positional_options_description pos;
-  if (!positional.empty()) {
-    all.add_options()(positional.c_str(), po::value<std::string>(), "");
-    pos.add(positional.c_str(), 1);
-  }
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << "usage: " << command << " " << usage << "\n" << visible;
-      return false;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw InputError(command, "", std::string(e.what()) + " (see --help)");
-  }
-  if (!positional.empty() && !vm.count(positional))
-    throw InputError(command, "", "expected " + usage + " (see --help)");
-  return true;
-}
+}  // namespace trace_cli
 
-std::uint64_t to_uint(const std::string& command, const std::string& option, const std::string& text, std::uint64_t min,
-                      std::uint64_t max) {
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || end != text.c_str() + text.size() || errno != 0 || v < min ||
-      v > max)
-    throw InputError(command, "--" + option,
-                     "'" + text + "' is not an integer between " + std::to_string(min) + " and " + std::to_string(max));
-  return v;
-}
+namespace {
 
-double to_double(const std::string& command, const std::string& option, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v))
-    throw InputError(command, "--" + option, "'" + text + "' is not a number");
-  return v;
-}
-
-std::uint32_t u32_opt(const std::string& command, const po::variables_map& vm, const std::string& name,
-                      std::uint64_t min = 1, std::uint64_t max = 0xffffffffull) {
-  return static_cast<std::uint32_t>(to_uint(command, name, vm[name].as<std::string>(), min, max));
-}
-
-void report_written(const std::string& path) {
-  TraceReader reader(path);
-  TraceRecord record;
-  while (reader.next(record)) {
-  }
-  const TraceHeader& h = reader.header();
-  std::cout << "wrote " << path << ": " << reader.records_read() << " records, ranks " << h.num_ranks << ", experts "
-            << h.num_experts << ", top-k " << h.top_k << ", layers " << h.num_layers << ", token ids "
-            << (h.has_token_ids ? "yes" : "no") << "\n";
-}
+using namespace trace_cli;
 
 int show(const std::vector<std::string>& args) {
   const std::string cmd = "epsim trace show";
@@ -132,60 +66,6 @@ int stats(const std::vector<std::string>& args) {
     throw InputError(cmd, "--placement",
                      "'" + vm["placement"].as<std::string>() + "' is not contiguous or interleaved");
   write_trace_stats(vm["file"].as<std::string>(), o, std::cout);
-  return 0;
-}
-
-int import_flame(const std::vector<std::string>& args) {
-  const std::string cmd = "epsim trace import flame-csv";
-  po::options_description desc("options");
-  desc.add_options()("ranks", po::value<std::string>()->required(), "source ranks R")(
-      "output,o", po::value<std::string>()->required(), "output trace")("force", po::bool_switch(),
-                                                                        "replace an existing output");
-  po::variables_map vm;
-  if (!parse(cmd, "DIR --ranks R -o OUT [--force]", args, desc, "dir", vm)) return 0;
-  const std::string out = vm["output"].as<std::string>();
-  import_flame_csv(vm["dir"].as<std::string>(), u32_opt(cmd, vm, "ranks", 1, 65536), out, vm["force"].as<bool>());
-  report_written(out);
-  return 0;
-}
-
-int import_olmoe(const std::vector<std::string>& args) {
-  const std::string cmd = "epsim trace import olmoe-counts";
-  po::options_description desc("options");
-  desc.add_options()("ranks", po::value<std::string>()->required(), "source ranks R")(
-      "tokens-per-rank", po::value<std::string>()->required(), "tokens T per rank and record")(
-      "micro-batches", po::value<std::string>()->required(), "micro-batches M to sample")(
-      "seed", po::value<std::string>()->required(), "random seed")(
-      "token-ids", po::bool_switch(), "store per-token ids too")("output,o", po::value<std::string>()->required(),
-                                                                 "output trace")("force", po::bool_switch(),
-                                                                                 "replace an existing output");
-  po::variables_map vm;
-  const char* usage = "FILE --ranks R --tokens-per-rank T --micro-batches M --seed S -o OUT [--token-ids] [--force]";
-  if (!parse(cmd, usage, args, desc, "file", vm)) return 0;
-  OlmoeImportOptions o;
-  o.ranks = u32_opt(cmd, vm, "ranks", 1, 65536);
-  o.tokens_per_rank = u32_opt(cmd, vm, "tokens-per-rank");
-  o.micro_batches = u32_opt(cmd, vm, "micro-batches");
-  o.seed = to_uint(cmd, "seed", vm["seed"].as<std::string>(), 0, UINT64_MAX);
-  o.token_ids = vm["token-ids"].as<bool>();
-  const std::string out = vm["output"].as<std::string>();
-  import_olmoe_counts(vm["file"].as<std::string>(), o, out, vm["force"].as<bool>());
-  report_written(out);
-  return 0;
-}
-
-int import_jsonl(const std::vector<std::string>& args) {
-  const std::string cmd = "epsim trace import topk-jsonl";
-  po::options_description desc("options");
-  desc.add_options()("ranks", po::value<std::string>(), "source ranks R (when the file gives none)")(
-      "output,o", po::value<std::string>()->required(), "output trace")("force", po::bool_switch(),
-                                                                        "replace an existing output");
-  po::variables_map vm;
-  if (!parse(cmd, "FILE [--ranks R] -o OUT [--force]", args, desc, "file", vm)) return 0;
-  const std::uint32_t ranks = vm.count("ranks") ? u32_opt(cmd, vm, "ranks", 1, 65536) : 0;
-  const std::string out = vm["output"].as<std::string>();
-  import_topk_jsonl(vm["file"].as<std::string>(), ranks, out, vm["force"].as<bool>());
-  report_written(out);
   return 0;
 }
 
@@ -267,30 +147,19 @@ int generate(const std::vector<std::string>& args) {
 }  // namespace
 
 int trace_command(const std::vector<std::string>& args) {
-  if (args.empty()) throw InputError("epsim trace", "", "expected show, stats, import or generate (see --help)");
+  const char* expected = "expected info, show, stats, merge, slice, import or generate";
+  if (args.empty()) throw InputError("epsim trace", "", std::string(expected) + " (see --help)");
   const std::string& sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (sub == "--help" || sub == "-h" || sub == "help") {
-    std::cout << kUsage;
+    std::cout << trace_cli::kTraceUsage;
     return 0;
   }
   if (sub == "show") return show(rest);
   if (sub == "stats") return stats(rest);
   if (sub == "generate") return generate(rest);
-  if (sub == "import") {
-    if (rest.empty() || rest[0] == "--help" || rest[0] == "-h") {
-      if (rest.empty()) throw InputError("epsim trace import", "", "expected flame-csv, olmoe-counts or topk-jsonl");
-      std::cout << kUsage;
-      return 0;
-    }
-    const std::vector<std::string> tail(rest.begin() + 1, rest.end());
-    if (rest[0] == "flame-csv") return import_flame(tail);
-    if (rest[0] == "olmoe-counts") return import_olmoe(tail);
-    if (rest[0] == "topk-jsonl") return import_jsonl(tail);
-    throw InputError("epsim trace import", "",
-                     "unknown format '" + rest[0] + "' (expected flame-csv, olmoe-counts or topk-jsonl)");
-  }
-  throw InputError("epsim trace", "", "unknown subcommand '" + sub + "' (expected show, stats, import or generate)");
+  if (sub == "import") return trace_cli::import_command(rest);
+  throw InputError("epsim trace", "", "unknown subcommand '" + sub + "' (" + expected + ")");
 }
 
 }  // namespace epsim

@@ -26,8 +26,17 @@ std::int64_t get_uint(const json& doc, const std::string& file, const std::strin
   return json_integer(doc.at(key), 0, max, file, key);
 }
 
-std::string get_text(const json& doc, const char* key) {
-  return doc.contains(key) && doc.at(key).is_string() ? doc.at(key).get<std::string>() : std::string("?");
+/// The first of `keys` the document has ("" when none).
+std::string first_key(const json& doc, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (doc.contains(k)) return k;
+  return "";
+}
+
+/// A text label of the file, or "" when absent (a label of another type is an error).
+std::string get_label(const json& doc, const std::string& file, const char* key) {
+  if (!doc.contains(key)) return "";
+  return json_string(doc.at(key), file, key);
 }
 
 }  // namespace
@@ -50,20 +59,34 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
   const json doc = parse_json(text, file);
   if (!doc.is_object()) throw InputError(file, "", "expected a JSON object with layers, num_experts, counts");
 
-  const std::uint32_t experts = static_cast<std::uint32_t>(get_uint(doc, file, "num_experts", 65536));
-  const std::uint32_t top_k = static_cast<std::uint32_t>(get_uint(doc, file, "top_k_counted", 1024));
+  if (!doc.contains("counts") || !doc.at("counts").is_array() || doc.at("counts").empty())
+    throw InputError(file, "counts", "expected a non-empty array with one array of counts per layer");
+  const json& rows = doc.at("counts");
+  const std::string top_k_key = first_key(doc, {"top_k_counted", "top_k"});
+  if (top_k_key.empty()) throw InputError(file, "top_k_counted", "missing key (top_k_counted or top_k)");
+  std::uint32_t experts = 0;
+  if (doc.contains("num_experts"))
+    experts = static_cast<std::uint32_t>(get_uint(doc, file, "num_experts", 65536));
+  else if (rows[0].is_array() && rows[0].size() <= 65536)
+    experts = static_cast<std::uint32_t>(rows[0].size());
+  const std::uint32_t top_k = static_cast<std::uint32_t>(get_uint(doc, file, top_k_key, 1024));
   if (experts < 1 || top_k < 1 || top_k > experts)
-    throw InputError(file, "top_k_counted", "needs 1 <= top_k_counted <= num_experts");
-  if (!doc.contains("layers") || !doc.at("layers").is_array() || doc.at("layers").empty())
-    throw InputError(file, "layers", "expected a non-empty array of layer ids");
+    throw InputError(file, top_k_key, "needs 1 <= " + top_k_key + " <= num_experts");
+  const std::string layers_key = first_key(doc, {"layers", "layer_ids"});
   std::vector<std::uint32_t> layer_ids;
-  for (std::size_t i = 0; i < doc.at("layers").size(); ++i) {
-    layer_ids.push_back(static_cast<std::uint32_t>(
-        json_integer(doc.at("layers")[i], 0, 0xffffffffll, file, "layers[" + std::to_string(i) + "]")));
+  if (layers_key.empty()) {
+    for (std::uint32_t l = 0; l < rows.size(); ++l) layer_ids.push_back(l);
+  } else {
+    if (!doc.at(layers_key).is_array() || doc.at(layers_key).empty())
+      throw InputError(file, layers_key, "expected a non-empty array of layer ids");
+    for (std::size_t i = 0; i < doc.at(layers_key).size(); ++i)
+      layer_ids.push_back(static_cast<std::uint32_t>(json_integer(doc.at(layers_key)[i], 0, 0xffffffffll, file,
+                                                                  layers_key + "[" + std::to_string(i) + "]")));
   }
-  if (!doc.contains("counts") || !doc.at("counts").is_array() || doc.at("counts").size() != layer_ids.size())
+  if (rows.size() != layer_ids.size())
     throw InputError(file, "counts",
-                     "expected one array of counts per entry of layers (" + std::to_string(layer_ids.size()) + ")");
+                     "expected one array of counts per entry of " + layers_key + " (" +
+                         std::to_string(layer_ids.size()) + "), found " + std::to_string(rows.size()));
   std::vector<std::vector<double>> weights(layer_ids.size(), std::vector<double>(experts));
   for (std::size_t l = 0; l < layer_ids.size(); ++l) {
     const json& row = doc.at("counts")[l];
@@ -71,13 +94,12 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
     if (!row.is_array() || row.size() != experts)
       throw InputError(file, key, "expected " + std::to_string(experts) + " counts (num_experts)");
     for (std::uint32_t e = 0; e < experts; ++e) {
-      // Counts beyond 2^53 would lose their last digits as weights; no profile comes near.
-      weights[l][e] = static_cast<double>(
-          json_integer(row[e], 0, std::int64_t{1} << 53, file, key + "[" + std::to_string(e) + "]"));
+      // The counts are sampling weights: integers, or fractions (averages over steps) as they are.
+      weights[l][e] = json_number(row[e], 0.0, 1e300, file, key + "[" + std::to_string(e) + "]");
     }
     if (count_positive(weights[l]) < top_k)
       throw InputError(file, key,
-                       "fewer than top_k_counted = " + std::to_string(top_k) +
+                       "fewer than " + top_k_key + " = " + std::to_string(top_k) +
                            " experts have a non-zero count: cannot draw distinct top-k experts");
   }
 
@@ -89,9 +111,14 @@ void import_olmoe_counts(const std::string& file, const OlmoeImportOptions& o, c
   header.layer_ids = layer_ids;
   header.has_token_ids = o.token_ids;
   header.source_format = "olmoe-counts";
-  header.provenance = "OLMoE routing analysis, allenai/OLMoE (Apache-2.0): per-layer expert counts of model '" +
-                      get_text(doc, "model") + "' (derived from '" + get_text(doc, "derived_from") +
-                      "'), used as a popularity profile; micro-batches sampled by: epsim trace import olmoe-counts " +
+  // Labels from the file (or the user); the sampling that made the micro-batches is stated after them.
+  std::string from_file = get_label(doc, file, "provenance");
+  const std::string model = get_label(doc, file, "model"), derived = get_label(doc, file, "derived_from");
+  if (!model.empty()) from_file += (from_file.empty() ? "" : "; ") + std::string("model '") + model + "'";
+  if (!derived.empty()) from_file += (from_file.empty() ? "" : "; ") + std::string("derived from '") + derived + "'";
+  if (from_file.empty()) from_file = "per-layer expert counts of " + std::filesystem::path(file).filename().string();
+  header.provenance = provenance_label(from_file, get_label(doc, file, "licence"), o.labels) +
+                      "; used as a popularity profile, micro-batches sampled by: epsim trace import olmoe-counts " +
                       std::filesystem::path(file).filename().string() + " --ranks " + std::to_string(o.ranks) +
                       " --tokens-per-rank " + std::to_string(o.tokens_per_rank) + " --micro-batches " +
                       std::to_string(o.micro_batches) + " --seed " + std::to_string(o.seed) +
