@@ -10,6 +10,7 @@
 #include "sim/cli/trace_cli.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
+#include "traces/import/counts_jsonl_export.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 #include "traces/text/trace_show.hpp"
 #include "traces/text/trace_stats.hpp"
@@ -27,6 +28,7 @@ const char* const kTraceUsage =
     "                                  -o OUT [--token-ids] [--provenance P] [--licence L] [--force]\n"
     "  epsim trace import topk-jsonl FILE [--ranks R] -o OUT [--force]\n"
     "  epsim trace import counts-jsonl FILE... -o OUT [--provenance P] [--licence L] [--force]\n"
+    "  epsim trace export counts-jsonl FILE -o OUT [--force]   (OUT with {rank}: one file per rank)\n"
     "  epsim trace generate --ranks R (--experts E --top-k K | --model FILE) --tokens-per-rank T\n"
     "                       [--groups G --groups-per-token M] [--layers L] [--micro-batches M] [--steps S]\n"
     "                       [--dist uniform|zipf|lognormal] [--zipf-alpha A] [--lognormal-sigma SIG]\n"
@@ -144,10 +146,25 @@ int generate(const std::vector<std::string>& args) {
   return 0;
 }
 
+int export_trace(const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace export";
+  if (args.empty() || args[0] != "counts-jsonl")
+    throw InputError(cmd, "", "expected: epsim trace export counts-jsonl FILE -o OUT [--force] (see --help)");
+  po::options_description desc("options");
+  desc.add_options()("output,o", po::value<std::string>()->required(),
+                     "output file; a path with {rank} writes one file per source rank")(
+      "force", po::bool_switch(), "replace existing outputs");
+  po::variables_map vm;
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (!parse(cmd + " counts-jsonl", "FILE -o OUT [--force]", rest, desc, "file", vm)) return 0;
+  export_counts_jsonl(vm["file"].as<std::string>(), vm["output"].as<std::string>(), vm["force"].as<bool>());
+  return 0;
+}
+
 }  // namespace
 
 int trace_command(const std::vector<std::string>& args) {
-  const char* expected = "expected info, show, stats, merge, slice, import or generate";
+  const char* expected = "expected info, show, stats, merge, slice, import, export or generate";
   if (args.empty()) throw InputError("epsim trace", "", std::string(expected) + " (see --help)");
   const std::string& sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -158,6 +175,7 @@ int trace_command(const std::vector<std::string>& args) {
   if (sub == "show") return show(rest);
   if (sub == "stats") return stats(rest);
   if (sub == "generate") return generate(rest);
+  if (sub == "export") return export_trace(rest);
   if (sub == "import") return trace_cli::import_command(rest);
   throw InputError("epsim trace", "", "unknown subcommand '" + sub + "' (" + expected + ")");
 }

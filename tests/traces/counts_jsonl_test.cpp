@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sim/core/input_error.hpp"
 #include "tests/cli/run_cli.hpp"
 #include "tests/test_paths.hpp"
 #include "traces/format/trace_reader.hpp"
+#include "traces/import/counts_jsonl_export.hpp"
+#include "traces/synth/synthetic_trace.hpp"
 
 namespace fs = std::filesystem;
 using namespace epsim;
@@ -198,4 +201,46 @@ TEST_CASE("counts-jsonl: the command line merges files and exits 2 on bad input"
   CHECK(has(r.err, "counts-rank1.jsonl") == false);
   CHECK(has(r.err, "no line for (step 0, micro_batch 0, layer 5, rank 1)"));
   CHECK_FALSE(fs::exists(dir / "half.eptrace"));
+}
+
+TEST_CASE("counts-jsonl: export then import gives back the same records, from one file or one file per rank") {
+  const auto dir = epsim::test::scratch_dir("counts_jsonl_roundtrip");
+  SyntheticOptions o;
+  o.ranks = 4;
+  o.experts = 8;
+  o.top_k = 2;
+  o.layers = 3;
+  o.micro_batches = 2;
+  o.steps = 2;
+  o.tokens_per_rank = 16;
+  o.dist = PopularityDist::zipf;
+  o.rank_skew = 0.5;
+  const std::string trace = (dir / "t.eptrace").string();
+  generate_trace(o, trace, false);
+  export_counts_jsonl(trace, (dir / "all.jsonl").string(), false);
+  export_counts_jsonl(trace, (dir / "r{rank}.jsonl").string(), false);
+  // Every rank's file holds 2 steps x 2 micro-batches x 3 layers = 12 lines after its header.
+  std::ifstream r3(dir / "r3.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(r3, line)) ++lines;
+  CHECK(lines == 13);
+  import_counts_jsonl({(dir / "all.jsonl").string()}, {}, (dir / "a.eptrace").string(), false);
+  import_counts_jsonl({(dir / "r2.jsonl").string(), (dir / "r0.jsonl").string(), (dir / "r3.jsonl").string(),
+                       (dir / "r1.jsonl").string()},
+                      {}, (dir / "b.eptrace").string(), false);
+  for (const char* name : {"a.eptrace", "b.eptrace"}) {
+    TraceReader original(trace), back((dir / name).string());
+    CHECK(back.header().provenance == original.header().provenance);
+    TraceRecord x, y;
+    int records = 0;
+    while (original.next(x)) {
+      REQUIRE(back.next(y));
+      CHECK(std::tie(x.step, x.micro_batch, x.layer) == std::tie(y.step, y.micro_batch, y.layer));
+      CHECK(x.counts == y.counts);
+      ++records;
+    }
+    CHECK_FALSE(back.next(y));
+    CHECK(records == 12);
+  }
 }
