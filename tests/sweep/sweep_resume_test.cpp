@@ -1,0 +1,161 @@
+// A sweep's output folder: resuming after a stop, shards, thread counts and changed sweeps all end in
+// the tables of one uninterrupted run, byte for byte.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "sim/core/input_error.hpp"
+#include "sim/sweep/sweep_loader.hpp"
+#include "sim/sweep/sweep_runner.hpp"
+#include "tests/cli/run_cli.hpp"
+#include "tests/sweep/sweep_test_files.hpp"
+#include "tests/test_paths.hpp"
+
+namespace fs = std::filesystem;
+using namespace epsim;
+using namespace epsim::test;
+
+namespace {
+
+// 6 points x 2 balancers at EP 8 and 16, two records each: about a second in all.
+const char* const kGrid =
+    "balancers:\n  - name: static_ep\n  - name: feplb\nset:\n  max_records: 2\n"
+    "grid:\n  ep_degree: [8, 16]\n  gpu.sms: [100, 120, 132]\n";
+
+SweepRunReport run(const SweepSpec& spec, const fs::path& out, unsigned threads, unsigned shard = 0,
+                   unsigned shards = 1, std::size_t stop_after = 0) {
+  SweepRunOptions o;
+  o.output_dir = out.string();
+  o.threads = threads;
+  o.shard_index = shard;
+  o.shard_count = shards;
+  o.stop_after = stop_after;
+  std::ostringstream log;
+  return run_sweep(spec, o, log);
+}
+
+std::string table(const fs::path& out, const char* name) { return read_file(out / name); }
+
+void same_tables(const fs::path& a, const fs::path& b) {
+  for (const char* f : {"results.csv", "results.jsonl", "summary.md"}) {
+    INFO(f);
+    CHECK(table(a, f) == table(b, f));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sweep: a sweep stopped after k points and started again equals a straight run byte for byte") {
+  const fs::path dir = scratch_dir("sweep_resume");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  REQUIRE(spec.points.size() == 6);
+
+  const SweepRunReport straight = run(spec, dir / "straight", 2);
+  CHECK(straight.computed == 6);
+  CHECK(straight.tables_written);
+
+  // Stopped after 2 points (as a kill would leave it: finished points only, no tables).
+  const SweepRunReport first = run(spec, dir / "resumed", 1, 0, 1, 2);
+  CHECK(first.computed == 2);
+  CHECK_FALSE(first.tables_written);
+  CHECK_FALSE(fs::exists(dir / "resumed/results.csv"));
+  const SweepRunReport second = run(spec, dir / "resumed", 2);
+  CHECK(second.found == 2);
+  CHECK(second.computed == 4);
+  CHECK(second.tables_written);
+  CHECK(folder_files(dir / "straight") == folder_files(dir / "resumed"));
+
+  // Points removed from a finished folder are the only ones computed again.
+  fs::remove(dir / "straight/points" / (spec.points[1].id + ".json"));
+  fs::remove(dir / "straight/points" / (spec.points[4].id + ".json"));
+  fs::remove(dir / "straight/results.csv");
+  const SweepRunReport again = run(spec, dir / "straight", 1);
+  CHECK(again.found == 4);
+  CHECK(again.computed == 2);
+  CHECK(folder_files(dir / "straight") == folder_files(dir / "resumed"));
+}
+
+TEST_CASE("sweep: 1 and 2 threads give byte-identical folders") {
+  const fs::path dir = scratch_dir("sweep_threads");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  run(spec, dir / "one", 1);
+  run(spec, dir / "two", 2);
+  const auto one = folder_files(dir / "one");
+  CHECK(one.size() == 6 + 4);  // points, lock, three tables
+  CHECK(one == folder_files(dir / "two"));
+  // One row per point, balancer and metric, after the header.
+  const std::string csv = table(dir / "one", "results.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * 2 * 22);
+}
+
+TEST_CASE("sweep: shards in their own folders joined, or in one folder, equal the whole") {
+  const fs::path dir = scratch_dir("sweep_shards");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  run(spec, dir / "whole", 2);
+
+  std::vector<std::string> parts;
+  for (unsigned i = 0; i < 3; ++i) {
+    const fs::path part = dir / ("part" + std::to_string(i));
+    const SweepRunReport r = run(spec, part, 1, i, 3);
+    CHECK(r.in_shard == 2);  // points i and i + 3
+    CHECK_FALSE(r.tables_written);
+    CHECK(fs::exists(part / "points" / (spec.points[i].id + ".json")));
+    CHECK(fs::exists(part / "points" / (spec.points[i + 3].id + ".json")));
+    parts.push_back(part.string());
+  }
+  // Two parts are not the whole: refused, naming a missing point, no tables.
+  CHECK_THROWS_WITH_AS(join_sweeps({parts[0], parts[1]}, (dir / "partial").string()),
+                       doctest::Contains("2 of 6 points are in none of the folders"), InputError);
+  const SweepRunReport joined = join_sweeps(parts, (dir / "joined").string());
+  CHECK(joined.tables_written);
+  same_tables(dir / "whole", dir / "joined");
+
+  // Shards writing into one shared folder: the last one to finish writes the tables.
+  for (unsigned i = 0; i < 3; ++i) {
+    const SweepRunReport r = run(spec, dir / "shared", 1, i, 3);
+    CHECK(r.tables_written == (i == 2));
+  }
+  CHECK(folder_files(dir / "whole") == folder_files(dir / "shared"));
+}
+
+TEST_CASE("sweep: a changed sweep is refused; --restart removes only what epsim wrote") {
+  const fs::path dir = scratch_dir("sweep_changed");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  run(spec, dir / "out", 2);
+  write_file(dir / "out/notes.txt", "mine\n");
+  write_file(dir / "out/points/mine.json", "{}\n");
+
+  // Another value of gpu.sms: a different sweep.
+  std::string changed = kGrid;
+  changed.replace(changed.find("132"), 3, "140");
+  write_file(dir / "s.yaml", sweep_yaml(changed));
+  const SweepSpec other = load_sweep((dir / "s.yaml").string(), {});
+  CHECK(other.hash != spec.hash);
+  CHECK_THROWS_WITH_AS(run(other, dir / "out", 1), doctest::Contains("holds the results of another sweep"), InputError);
+  // --set values are part of the sweep too.
+  const SweepSpec with_set = load_sweep((dir / "s.yaml").string(), {"gpu.bf16_peak_TFLOPs=900"});
+  CHECK(with_set.hash != other.hash);
+
+  SweepRunOptions o;
+  o.output_dir = (dir / "out").string();
+  o.threads = 2;
+  o.restart = true;
+  std::ostringstream log;
+  const SweepRunReport r = run_sweep(other, o, log);
+  CHECK(r.computed == 6);
+  CHECK(read_file(dir / "out/notes.txt") == "mine\n");
+  CHECK(read_file(dir / "out/points/mine.json") == "{}\n");
+  CHECK_FALSE(fs::exists(dir / "out/points" / (spec.points[5].id + ".json")));  // sms 132: the old sweep's
+  CHECK(fs::exists(dir / "out/points" / (other.points[5].id + ".json")));
+
+  // A folder that holds someone's files and no sweep lock is never used.
+  fs::create_directories(dir / "theirs");
+  write_file(dir / "theirs/data.csv", "x\n");
+  CHECK_THROWS_WITH_AS(run(other, dir / "theirs", 1), doctest::Contains("holds files no epsim sweep wrote"), InputError);
+  CHECK(folder_files(dir / "theirs").size() == 1);
+}
