@@ -4,6 +4,7 @@
 // exactly the rules of a hand-written experiment and its errors read the same way.
 #include "sim/sweep/sweep_loader.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -428,7 +429,16 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
     }
   for (const std::string& s : cli_sets) {
     const SweepAssignment a = parse_cli_set(s);
-    add_shared(resolve(a, labels, path, ""), "--set " + a.key);
+    const Change c = resolve(a, labels, path, "");
+    // The command line overrides the file's `set:`; twice on the command line is a mistake.
+    auto same = std::find_if(shared.begin(), shared.end(),
+                             [&](const Change& x) { return x.key.canonical == c.key.canonical; });
+    if (same != shared.end() && same->assignment.place != kCommandLine) {
+      *same = c;
+      shared_keys[c.key.canonical] = "--set " + a.key;
+    } else {
+      add_shared(c, "--set " + a.key);
+    }
   }
   for (const Change& c : shared) spec.fixed.push_back(c.assignment);
 

@@ -1,0 +1,58 @@
+// `epsim sweep` as a user runs it: progress only on request when stderr is not a terminal, --join,
+// and a second run that finds everything done.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "tests/cli/run_cli.hpp"
+#include "tests/sweep/sweep_test_files.hpp"
+#include "tests/test_paths.hpp"
+
+namespace fs = std::filesystem;
+using namespace epsim::test;
+
+namespace {
+
+const char* const kGrid = "set:\n  max_records: 1\ngrid:\n  ep_degree: [8, 16]\n";
+
+}  // namespace
+
+TEST_CASE("epsim sweep: progress on stderr only with --progress when stderr is not a terminal") {
+  const fs::path dir = scratch_dir("sweep_cli_progress");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const CliResult quiet = run_epsim("sweep s.yaml -o out --threads 2", dir);
+  INFO(quiet.err);
+  REQUIRE(quiet.status == 0);
+  CHECK(quiet.err.empty());
+  CHECK(quiet.out.find("2 points x 1 balancers; 0 found in out, 2 computed on 2 threads") != std::string::npos);
+  CHECK(quiet.out.find("out/{results.csv,results.jsonl,summary.md}") != std::string::npos);
+
+  const CliResult shown = run_epsim("sweep s.yaml -o out2 --threads 1 --progress", dir);
+  REQUIRE(shown.status == 0);
+  CHECK(shown.err.find("epsim sweep: 1/2 points, ") != std::string::npos);
+  CHECK(shown.err.find("epsim sweep: 2/2 points, ") != std::string::npos);
+  CHECK(shown.err.find(", done (ep_degree=16: ") != std::string::npos);
+  CHECK(read_file(dir / "out/results.csv") == read_file(dir / "out2/results.csv"));
+
+  // Everything done: nothing computed, the same tables.
+  const CliResult again = run_epsim("sweep s.yaml -o out", dir);
+  CHECK(again.out.find("2 found in out, 0 computed") != std::string::npos);
+  CHECK(leftovers(dir).empty());
+}
+
+TEST_CASE("epsim sweep: shards joined with --join give the table of one run") {
+  const fs::path dir = scratch_dir("sweep_cli_join");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  REQUIRE(run_epsim("sweep s.yaml -o whole", dir).status == 0);
+  const CliResult a = run_epsim("sweep s.yaml -o a --shard 0/2", dir);
+  CHECK(a.out.find("1 of 2 points are in the folder") != std::string::npos);
+  REQUIRE(run_epsim("sweep s.yaml -o b --shard 1/2", dir).status == 0);
+  const CliResult j = run_epsim("sweep --join a b -o joined", dir);
+  INFO(j.err);
+  REQUIRE(j.status == 0);
+  for (const char* f : {"results.csv", "results.jsonl", "summary.md"})
+    CHECK(read_file(dir / "whole" / f) == read_file(dir / "joined" / f));
+  const CliResult other = run_epsim("sweep --join a whole-missing", dir);
+  CHECK(other.status == 2);
+  CHECK(other.err.find("whole-missing: not a sweep output folder") != std::string::npos);
+}
