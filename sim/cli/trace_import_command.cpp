@@ -1,5 +1,6 @@
 // `epsim trace import KIND ...`: command-line parsing of the importers only; each importer is a plain
 // function of traces/import/ (docs/trace-format.md, section 3, describes every format and its source).
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "sim/cli/trace_cli.hpp"
 #include "sim/core/input_error.hpp"
 #include "traces/import/counts_jsonl.hpp"
+#include "traces/import/expert_load.hpp"
 #include "traces/import/flame_csv.hpp"
 #include "traces/import/olmoe_counts.hpp"
 #include "traces/import/topk_jsonl.hpp"
@@ -88,7 +90,48 @@ int import_counts(const std::vector<std::string>& args) {
   return 0;
 }
 
-const char* kKinds = "flame-csv, olmoe-counts, topk-jsonl or counts-jsonl";
+/// "3,4,5" -> {3, 4, 5}.
+std::vector<std::uint32_t> id_list(const std::string& cmd, const std::string& option, const std::string& text) {
+  std::vector<std::uint32_t> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(static_cast<std::uint32_t>(to_uint(cmd, option, text.substr(start, comma - start), 0, 0xffffffffull)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+/// expert-load and the framework names that read the same kind of file (`source` = source_format).
+int import_load(const std::string& kind, const std::string& source, const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace import " + kind;
+  po::options_description desc("options");
+  desc.add_options()("ranks", po::value<std::string>()->required(), "source ranks R to spread the loads over")(
+      "top-k", po::value<std::string>()->required(), "experts per token K of the model")(
+      "key", po::value<std::string>(), "the JSON key holding the loads (default: the usual names)")(
+      "layer-ids", po::value<std::string>(), "the model's ids of the layers, comma-separated (default 0..L-1)");
+  add_label_options(desc);
+  add_output_options(desc);
+  po::variables_map vm;
+  const char* usage = "FILE --ranks R --top-k K [--key NAME] [--layer-ids A,B,...] -o OUT [--provenance P] "
+                      "[--licence L] [--force]";
+  if (!parse(cmd, usage, args, desc, "file", vm)) return 0;
+  ExpertLoadOptions o;
+  o.ranks = u32_opt(cmd, vm, "ranks", 1, 65536);
+  o.top_k = u32_opt(cmd, vm, "top-k", 1, 1024);
+  if (vm.count("key")) o.key = vm["key"].as<std::string>();
+  if (vm.count("layer-ids")) o.layer_ids = id_list(cmd, "layer-ids", vm["layer-ids"].as<std::string>());
+  o.source = source;
+  o.labels = label_options(vm);
+  const std::string out = vm["output"].as<std::string>();
+  import_expert_load(vm["file"].as<std::string>(), o, out, vm["force"].as<bool>());
+  report_written(out);
+  return 0;
+}
+
+const char* kKinds =
+    "flame-csv, olmoe-counts, topk-jsonl, counts-jsonl, expert-load, deepseek-eplb, vllm-eplb, sglang-stat or "
+    "megatron-counts";
 
 }  // namespace
 
@@ -103,6 +146,11 @@ int import_command(const std::vector<std::string>& rest) {
   if (rest[0] == "olmoe-counts") return import_olmoe(tail);
   if (rest[0] == "topk-jsonl") return import_topk(tail);
   if (rest[0] == "counts-jsonl") return import_counts(tail);
+  if (rest[0] == "expert-load") return import_load(rest[0], "expert-load", tail);
+  if (rest[0] == "deepseek-eplb") return import_load(rest[0], "deepseek-eplb-weight", tail);
+  if (rest[0] == "vllm-eplb") return import_load(rest[0], "vllm-eplb-load", tail);
+  if (rest[0] == "sglang-stat") return import_load(rest[0], "sglang-stat-logical-count", tail);
+  if (rest[0] == "megatron-counts") return import_load(rest[0], "megatron-tokens-per-expert", tail);
   throw InputError("epsim trace import", "", "unknown format '" + rest[0] + "' (expected " + kKinds + ")");
 }
 
