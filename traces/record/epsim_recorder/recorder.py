@@ -272,7 +272,7 @@ class Recorder:
                     rows.shape, dtype=torch.int64, pin_memory=True)
                 host.copy_(rows, non_blocking=True)
                 event = torch.cuda.Event()
-                event.record()
+                event.record(torch.cuda.current_stream(rows.device))   # the stream of the copy
                 self._pending.append(_Pending(key[0], key[1], rank, host, event, rows))
             elif rows.device.type == "cpu":
                 self._pending.append(_Pending(key[0], key[1], rank, rows, None, None))
