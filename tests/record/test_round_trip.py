@@ -104,5 +104,30 @@ class RoundTripTest(unittest.TestCase):
             self.assertEqual(int(row["token_max"]), max(gpu_loads))
 
 
+SAMPLE_DIR = os.path.join(support.SOURCE_DIR, "traces", "samples", "recorded")
+SAMPLE_COUNTS = [os.path.join(SAMPLE_DIR, f"counts-rank{r:05d}.jsonl") for r in range(4)]
+
+
+class RecordedSampleTest(unittest.TestCase):
+    def test_sample_counts_follow_the_format(self):
+        records = validate(SAMPLE_COUNTS)
+        # 300 steps x 1 micro-batch x 4 layers, 4 ranks each of 8 x 32 tokens x top-2.
+        self.assertEqual(len(records), 1200)
+        self.assertTrue(all(sum(row) == 512 for by_rank in records.values()
+                            for row in by_rank.values()))
+
+    @unittest.skipUnless(epsim_imports_counts_jsonl(),
+                         "no epsim binary with `trace import counts-jsonl` (set EPSIM_BINARY)")
+    def test_sample_trace_is_the_import_of_the_sample_counts(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "sample.eptrace")
+            run("trace", "import", "counts-jsonl", *SAMPLE_COUNTS, "-o", trace)
+            with open(trace, "rb") as made, \
+                    open(os.path.join(SAMPLE_DIR, "tiny-moe-16e-ep4.eptrace"), "rb") as shipped:
+                self.assertTrue(made.read() == shipped.read(),
+                                "traces/samples/recorded/tiny-moe-16e-ep4.eptrace is not what "
+                                "`epsim trace import counts-jsonl` makes of the counts beside it")
+
+
 if __name__ == "__main__":
     unittest.main()
