@@ -202,6 +202,22 @@ class RecorderFilesTest(unittest.TestCase):
             self.assertEqual(f.read(), "mine\n")
         self.assertEqual(os.listdir(self.out), ["counts-rank00000.jsonl"])
 
+    def test_one_refused_file_does_not_keep_the_others_back(self):
+        model = hand_checked_model()
+        recorder = Recorder(model, self.out, provenance="x", num_ranks=2)
+        for rank in range(2):
+            with recorder.source_rank(rank):
+                model(torch.tensor([[A]]))
+        recorder.micro_batch(1)
+        with open(os.path.join(self.out, "counts-rank00000.jsonl"), "w") as f:
+            f.write("mine\n")
+        with self.assertRaisesRegex(FileExistsError, "counts-rank00000.jsonl: appeared"):
+            recorder.close()
+        self.assertEqual(sorted(os.listdir(self.out)),
+                         ["counts-rank00000.jsonl", "counts-rank00001.jsonl"])
+        _, lines = support.read_lines(os.path.join(self.out, "counts-rank00001.jsonl"))
+        self.assertEqual(lines, {(0, 0, 0, 1): [1, 1, 0, 0]})
+
     def test_error_inside_with_block_leaves_nothing(self):
         model = hand_checked_model()
         with self.assertRaises(KeyError):

@@ -317,8 +317,15 @@ class Recorder:
             raise
         self._remove_hooks()
         self._closed = True
+        # Every file gets its chance: one refused rename does not leave the others temporary.
+        errors = []
         for writer in self._writers.values():
-            writer.close()
+            try:
+                writer.close()
+            except OSError as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
         if self.repeats_skipped:
             warnings.warn(f"{self.repeats_skipped} repeated router calls were not counted")
         return sorted(w.path for w in self._writers.values())
