@@ -244,6 +244,13 @@ class RecorderFilesTest(unittest.TestCase):
             CountsFileWriter(os.path.join(self.out, "c.jsonl"), num_experts=3, top_k=2,
                              num_ranks=1, layer_ids=[0], rank=0, provenance=" ")
 
+    def test_bad_header_is_refused_before_recording(self):
+        with self.assertRaisesRegex(ValueError, "provenance must be a non-empty string"):
+            Recorder(hand_checked_model(), self.out, provenance="")
+        with self.assertRaisesRegex(ValueError, "licence, when given, must be a non-empty string"):
+            Recorder(hand_checked_model(), self.out, provenance="p", licence="")
+        self.assertEqual(os.listdir(self.out), [])
+
     def test_licence_and_full_layer_list_in_the_header(self):
         model = hand_checked_model()
         recorder = Recorder(model, self.out, provenance="p", licence="CC-BY-4.0",

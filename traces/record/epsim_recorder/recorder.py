@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from .adapters import COUNTS, INDICES, find_sites
-from .counts_writer import CountsFileWriter
+from .counts_writer import CountsFileWriter, header_line
 
 _Pending = collections.namedtuple("_Pending", "step micro_batch rank host event device_rows")
 
@@ -110,6 +110,9 @@ class Recorder:
                           + " ".join([os.path.basename(sys.executable)] + sys.argv))
         self.provenance = provenance
         self.licence = licence
+        # The header's rules (provenance, licence, sizes) are checked now, not at the first write.
+        header_line(num_experts=self.num_experts, top_k=self.top_k, num_ranks=self.num_ranks,
+                    layer_ids=self.layer_ids, rank=self.rank, provenance=provenance, licence=licence)
         self.out_dir = out_dir
         self.prefix = prefix
         self.overwrite = overwrite
