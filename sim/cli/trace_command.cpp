@@ -2,6 +2,7 @@
 // by the plain functions of traces/ (docs/trace-format.md describes the format and every subcommand).
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -10,6 +11,10 @@
 #include "sim/cli/trace_cli.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
+#include "traces/format/trace_info.hpp"
+#include "traces/format/trace_layer_summary.hpp"
+#include "traces/format/trace_merge.hpp"
+#include "traces/format/trace_slice.hpp"
 #include "traces/import/counts_jsonl_export.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 #include "traces/text/trace_show.hpp"
@@ -21,8 +26,11 @@ namespace trace_cli {
 
 const char* const kTraceUsage =
     "usage:\n"
+    "  epsim trace info FILE\n"
     "  epsim trace show FILE [--records N] [--tokens]\n"
     "  epsim trace stats FILE [--ep N] [--placement contiguous|interleaved]\n"
+    "  epsim trace merge A B... --by ranks|steps -o OUT [--force]\n"
+    "  epsim trace slice FILE [--steps A:B] [--micro-batches A:B] [--layers ID,...] -o OUT [--force]\n"
     "  epsim trace import flame-csv DIR --ranks R -o OUT [--force]\n"
     "  epsim trace import olmoe-counts FILE --ranks R --tokens-per-rank T --micro-batches M --seed S\n"
     "                                  -o OUT [--token-ids] [--provenance P] [--licence L] [--force]\n"
@@ -70,6 +78,68 @@ int stats(const std::vector<std::string>& args) {
     throw InputError(cmd, "--placement",
                      "'" + vm["placement"].as<std::string>() + "' is not contiguous or interleaved");
   write_trace_stats(vm["file"].as<std::string>(), o, std::cout);
+  write_layer_summary(vm["file"].as<std::string>(), o.ep, o.layout, std::cout);
+  return 0;
+}
+
+int info(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  po::variables_map vm;
+  if (!parse("epsim trace info", "FILE", args, desc, "file", vm)) return 0;
+  write_trace_info(vm["file"].as<std::string>(), std::cout);
+  return 0;
+}
+
+int merge(const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace merge";
+  po::options_description desc("options");
+  desc.add_options()("by", po::value<std::string>()->required(),
+                     "ranks: the same records, other source ranks; steps: later steps of the same ranks")(
+      "output,o", po::value<std::string>()->required(), "output trace")("force", po::bool_switch(),
+                                                                        "replace an existing output");
+  po::variables_map vm;
+  if (!parse(cmd, "A B... --by ranks|steps -o OUT [--force]", args, desc, "files", vm, true)) return 0;
+  const std::string by = vm["by"].as<std::string>();
+  if (by != "ranks" && by != "steps") throw InputError(cmd, "--by", "'" + by + "' is not ranks or steps");
+  const std::string out = vm["output"].as<std::string>();
+  merge_traces(vm["files"].as<std::vector<std::string>>(), by == "ranks" ? MergeBy::ranks : MergeBy::steps, out,
+               vm["force"].as<bool>());
+  report_written(out);
+  return 0;
+}
+
+int slice(const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace slice";
+  po::options_description desc("options");
+  desc.add_options()("steps", po::value<std::string>(), "steps A:B (from A up to, not including, B; A: or :B)")(
+      "micro-batches", po::value<std::string>(), "micro-batches A:B")(
+      "layers", po::value<std::string>(), "layer ids (the model's numbering), comma-separated")(
+      "output,o", po::value<std::string>()->required(), "output trace")("force", po::bool_switch(),
+                                                                        "replace an existing output");
+  po::variables_map vm;
+  if (!parse(cmd, "FILE [--steps A:B] [--micro-batches A:B] [--layers ID,...] -o OUT [--force]", args, desc, "file", vm))
+    return 0;
+  SliceOptions o;
+  for (const char* name : {"steps", "micro-batches"}) {
+    if (!vm.count(name)) continue;
+    IndexRange& range = std::string(name) == "steps" ? o.steps : o.micro_batches;
+    if (!parse_index_range(vm[name].as<std::string>(), range))
+      throw InputError(cmd, std::string("--") + name,
+                       "'" + vm[name].as<std::string>() + "' is not A:B, A:, :B or A (integers, A <= B)");
+  }
+  if (vm.count("layers")) {
+    const std::string text = vm["layers"].as<std::string>();
+    std::size_t start = 0;
+    while (start <= text.size()) {
+      const std::size_t comma = std::min(text.find(',', start), text.size());
+      o.layer_ids.push_back(
+          static_cast<std::uint32_t>(to_uint(cmd, "layers", text.substr(start, comma - start), 0, 0xffffffffull)));
+      start = comma + 1;
+    }
+  }
+  const std::string out = vm["output"].as<std::string>();
+  slice_trace(vm["file"].as<std::string>(), o, out, vm["force"].as<bool>());
+  report_written(out);
   return 0;
 }
 
@@ -174,6 +244,9 @@ int trace_command(const std::vector<std::string>& args) {
     std::cout << trace_cli::kTraceUsage;
     return 0;
   }
+  if (sub == "info") return info(rest);
+  if (sub == "merge") return merge(rest);
+  if (sub == "slice") return slice(rest);
   if (sub == "show") return show(rest);
   if (sub == "stats") return stats(rest);
   if (sub == "generate") return generate(rest);
