@@ -1,5 +1,7 @@
 #include "sim/engine/event_queue.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -9,20 +11,31 @@ namespace epsim {
 namespace {
 
 constexpr std::uint64_t kSlotMask = 0xffff'ffffULL;
+// Stale entries are dropped in one pass once they outnumber the live ones by this many: the pass
+// costs O(entries) and runs at most once per this many cancels or moves, so each pays O(1).
+constexpr std::size_t kStaleSlack = 4096;
+// A slot's stamp is 32 bits; dropping every stale entry before 2^31 stamps have gone by means a
+// stale entry can never match its slot's stamp again after a wrap-around.
+constexpr std::size_t kMaxStale = std::size_t{1} << 31;
+// A bucket this small holds the next events to run (every later bucket is later in time): its
+// entries' slots are requested when it is split, so that each arrives while the earlier events run.
+// With many events pending, that cache miss per event, not the heap, is what costs.
+constexpr std::size_t kPrefetchBucket = 16;
 
 }  // namespace
 
 std::int64_t EventQueue::pending_slot(Handle handle) const {
   const std::uint64_t low = handle & kSlotMask;
-  if (low == 0 || low > slots_.size()) return -1;
+  if (low == 0 || low > states_.size()) return -1;
   const std::uint32_t slot = static_cast<std::uint32_t>(low - 1);
-  const Slot& s = slots_[slot];
-  if (s.heap_pos < 0 || s.generation != static_cast<std::uint32_t>(handle >> 32)) return -1;
+  const std::uint32_t generation = states_[slot].generation;
+  if ((generation & 1) == 0 || generation != static_cast<std::uint32_t>(handle >> 32)) return -1;
   return slot;
 }
 
 void EventQueue::check_not_past(Time_ps at_ps) const {
-  // A past timestamp would let time run backwards for whoever reads now() next: a caller's bug.
+  // A past timestamp would let time run backwards for whoever reads now() next: a caller's bug. The
+  // radix heap relies on it too: every entry's time is >= the last time taken out.
   if (at_ps < now_ps_) {
     throw std::logic_error("EventQueue: event scheduled at " + std::to_string(at_ps) +
                            " ps, before now (" + std::to_string(now_ps_) + " ps)");
@@ -49,21 +62,24 @@ EventQueue::Handle EventQueue::schedule(Time_ps at_ps, Action action) {
     slot = free_slots_.back();
     free_slots_.pop_back();
   } else {
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();
+    if (states_.size() >= kSlotMask) throw std::length_error("EventQueue: too many pending events");
+    slot = static_cast<std::uint32_t>(states_.size());
+    states_.emplace_back();
+    actions_.emplace_back();
   }
-  Slot& s = slots_[slot];
-  s.action = std::move(action);
-  heap_.push_back(Entry{at_ps, next_seq_++, slot});
-  s.heap_pos = static_cast<std::int32_t>(heap_.size() - 1);
-  sift_up(heap_.size() - 1);
-  return (static_cast<std::uint64_t>(s.generation) << 32) | (static_cast<std::uint64_t>(slot) + 1);
+  actions_[slot] = std::move(action);
+  const std::uint32_t generation = ++states_[slot].generation;  // odd: pending
+  push(at_ps, slot);
+  ++live_;
+  return (static_cast<std::uint64_t>(generation) << 32) | (static_cast<std::uint64_t>(slot) + 1);
 }
 
 bool EventQueue::cancel(Handle handle) {
   const std::int64_t slot = pending_slot(handle);
   if (slot < 0) return false;
-  erase_at(static_cast<std::size_t>(slots_[slot].heap_pos));
+  --live_;
+  free_slot(static_cast<std::uint32_t>(slot));
+  retire_entry(static_cast<std::uint32_t>(slot));
   return true;
 }
 
@@ -71,28 +87,32 @@ bool EventQueue::reschedule(Handle handle, Time_ps at_ps) {
   const std::int64_t slot = pending_slot(handle);
   if (slot < 0) return false;
   check_not_past(at_ps);
-  const std::size_t pos = static_cast<std::size_t>(slots_[slot].heap_pos);
-  Entry& e = heap_[pos];
-  const bool earlier = at_ps < e.at_ps;
-  e.at_ps = at_ps;
-  e.seq = next_seq_++;  // a moved event runs after those already due at the same time
-  if (earlier) {
-    sift_up(pos);
-  } else {
-    sift_down(pos);  // later time or same time with a larger sequence: only downwards
-  }
+  // The old entry goes stale and a new one is appended: the moved event runs after those already
+  // due at the same time, exactly as a fresh sequence number would order it.
+  retire_entry(static_cast<std::uint32_t>(slot));
+  push(at_ps, static_cast<std::uint32_t>(slot));
   return true;
 }
 
 bool EventQueue::pending(Handle handle) const { return pending_slot(handle) >= 0; }
 
 bool EventQueue::run_next() {
-  if (heap_.empty()) return false;
-  const Entry top = heap_.front();
+  if (live_ == 0) {
+    // Whatever is left is stale. last_ps_ == now_ps_ here, so the heap starts over cleanly.
+    if (stale_ > 0) {
+      for (auto& bucket : buckets_) bucket.clear();
+      head_ = 0;
+      nonempty_ = 0;
+      stale_ = 0;
+    }
+    return false;
+  }
+  const Entry top = pop_live();
   // Take the action out and retire the slot before running it: the action may schedule (and so
   // reuse this slot) or try to cancel itself, which must then report "not pending".
-  Action action = std::move(slots_[top.slot].action);
-  erase_at(0);
+  Action action = std::move(actions_[top.slot]);
+  --live_;
+  free_slot(top.slot);
   now_ps_ = top.at_ps;
   ++events_run_;
   action();
@@ -104,60 +124,78 @@ void EventQueue::run() {
   }
 }
 
-void EventQueue::place(std::size_t pos, const Entry& entry) {
-  heap_[pos] = entry;
-  slots_[entry.slot].heap_pos = static_cast<std::int32_t>(pos);
+int EventQueue::bucket_of(Time_ps at_ps) const {
+  const std::uint64_t diff = static_cast<std::uint64_t>(at_ps) ^ static_cast<std::uint64_t>(last_ps_);
+  return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
 }
 
-void EventQueue::sift_up(std::size_t pos) {
-  const Entry moving = heap_[pos];
-  while (pos > 0) {
-    const std::size_t parent = (pos - 1) / 2;
-    if (!before(moving, heap_[parent])) break;
-    place(pos, heap_[parent]);
-    pos = parent;
+void EventQueue::push(Time_ps at_ps, std::uint32_t slot) {
+  const int b = bucket_of(at_ps);
+  buckets_[static_cast<std::size_t>(b)].push_back(Entry{at_ps, slot, states_[slot].stamp});
+  nonempty_ |= std::uint64_t{1} << b;
+}
+
+void EventQueue::split_lowest_bucket() {
+  // Every entry of the lowest non-empty bucket is earlier than every entry above it, so its
+  // earliest time becomes last_ps_; relative to it, each entry lands in a strictly lower bucket.
+  // Entries are moved in their order, so equal times stay in scheduling order.
+  const int b = __builtin_ctzll(nonempty_ & ~std::uint64_t{1});
+  std::vector<Entry>& source = buckets_[static_cast<std::size_t>(b)];
+  Time_ps earliest = std::numeric_limits<Time_ps>::max();
+  for (const Entry& e : source) earliest = std::min(earliest, e.at_ps);
+  last_ps_ = earliest;
+  if (source.size() <= kPrefetchBucket) {
+    for (const Entry& e : source) __builtin_prefetch(&actions_[e.slot]);
   }
-  place(pos, moving);
+  for (const Entry& e : source) {
+    const int to = bucket_of(e.at_ps);
+    buckets_[static_cast<std::size_t>(to)].push_back(e);
+    nonempty_ |= std::uint64_t{1} << to;
+  }
+  source.clear();
+  nonempty_ &= ~(std::uint64_t{1} << b);
 }
 
-void EventQueue::sift_down(std::size_t pos) {
-  const Entry moving = heap_[pos];
-  const std::size_t n = heap_.size();
+EventQueue::Entry EventQueue::pop_live() {
+  std::vector<Entry>& due = buckets_[0];
   while (true) {
-    std::size_t child = 2 * pos + 1;
-    if (child >= n) break;
-    if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
-    if (!before(heap_[child], moving)) break;
-    place(pos, heap_[child]);
-    pos = child;
+    if (head_ == due.size()) split_lowest_bucket();
+    const Entry e = due[head_++];
+    if (head_ == due.size()) {
+      due.clear();
+      head_ = 0;
+      nonempty_ &= ~std::uint64_t{1};
+    }
+    if (is_live(e)) return e;
+    --stale_;
   }
-  place(pos, moving);
 }
 
-void EventQueue::erase_at(std::size_t pos) {
-  const std::uint32_t slot = heap_[pos].slot;
-  const std::size_t last = heap_.size() - 1;
-  if (pos != last) {
-    const Entry moved = heap_[last];
-    heap_.pop_back();
-    place(pos, moved);
-    // The moved entry may belong above or below its new position.
-    if (pos > 0 && before(moved, heap_[(pos - 1) / 2])) {
-      sift_up(pos);
-    } else {
-      sift_down(pos);
-    }
-  } else {
-    heap_.pop_back();
+void EventQueue::retire_entry(std::uint32_t slot) {
+  ++states_[slot].stamp;
+  ++stale_;
+  if (stale_ > live_ + kStaleSlack || stale_ >= kMaxStale) drop_stale_entries();
+}
+
+void EventQueue::drop_stale_entries() {
+  // Stable, so equal times keep their scheduling order.
+  const auto stale = [this](const Entry& e) { return !is_live(e); };
+  std::vector<Entry>& due = buckets_[0];
+  due.erase(std::remove_if(due.begin() + static_cast<std::ptrdiff_t>(head_), due.end(), stale), due.end());
+  due.erase(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(head_));
+  head_ = 0;
+  nonempty_ = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    std::vector<Entry>& bucket = buckets_[b];
+    if (b > 0) bucket.erase(std::remove_if(bucket.begin(), bucket.end(), stale), bucket.end());
+    if (!bucket.empty()) nonempty_ |= std::uint64_t{1} << b;
   }
-  free_slot(slot);
+  stale_ = 0;
 }
 
 void EventQueue::free_slot(std::uint32_t slot) {
-  Slot& s = slots_[slot];
-  s.action = nullptr;  // releases captured state now, not when the slot is reused
-  s.heap_pos = -1;
-  ++s.generation;
+  actions_[slot] = nullptr;  // releases captured state now, not when the slot is reused
+  ++states_[slot].generation;  // even: free
   free_slots_.push_back(slot);
 }
 

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <stdexcept>
@@ -157,4 +158,156 @@ TEST_CASE("EventQueue matches a sorted reference under random schedule/cancel/re
     reference.erase(reference.begin());
   }
   CHECK(reference.empty());
+}
+
+TEST_CASE("EventQueue keeps scheduling order for a time scheduled from different instants") {
+  // A, B and C are due at 1000 but scheduled at 0, 900 and 999: while time advances towards 1000
+  // the earlier ones are regrouped with other events, and must still run first.
+  EventQueue q;
+  std::vector<char> order;
+  q.schedule(1000, [&] { order.push_back('A'); });
+  q.schedule(1001, [&] { order.push_back('z'); });
+  q.schedule(900, [&] {
+    q.schedule(1000, [&] { order.push_back('B'); });
+    q.schedule(999, [&] { q.schedule(1000, [&] { order.push_back('C'); }); });
+  });
+  q.schedule(950, [&] { order.push_back('x'); });
+  q.schedule(1000, [&] { order.push_back('D'); });  // scheduled at 0, after A
+  q.run();
+  CHECK(order == std::vector<char>{'x', 'A', 'D', 'B', 'C', 'z'});
+}
+
+TEST_CASE("EventQueue counts pending events through cancels and reschedules, and starts over when empty") {
+  EventQueue q;
+  const auto a = q.schedule(10, [] {});
+  const auto b = q.schedule(20, [] {});
+  CHECK(q.reschedule(a, 30));
+  CHECK(q.reschedule(a, 15));
+  CHECK(q.size() == 2);
+  CHECK(q.cancel(b));
+  CHECK(q.size() == 1);
+  CHECK(q.cancel(a));
+  CHECK(q.empty());
+  // Only stale entries are left: nothing runs and time stays where it was.
+  CHECK_FALSE(q.run_next());
+  CHECK(q.now_ps() == 0);
+  CHECK(q.events_run() == 0);
+  std::vector<Time_ps> ran;
+  q.schedule(5, [&] { ran.push_back(q.now_ps()); });
+  q.schedule(0, [&] { ran.push_back(q.now_ps()); });
+  q.run();
+  CHECK(ran == std::vector<Time_ps>{0, 5});
+}
+
+TEST_CASE("EventQueue keeps the order of equal times when many moves leave stale entries behind") {
+  // 20,000 moves of one event leave far more stale entries than live ones, so they are dropped in
+  // a pass while events of the current instant are still queued: those must keep their order.
+  EventQueue q;
+  std::vector<int> order;
+  EventQueue::Handle mover = 0;
+  q.schedule(100, [&] {
+    order.push_back(0);
+    for (int k = 0; k < 20'000; ++k) CHECK(q.reschedule(mover, k % 2 == 0 ? 300 : 100));
+  });
+  for (int i = 1; i <= 5; ++i) q.schedule(100, [&order, i] { order.push_back(i); });
+  mover = q.schedule(200, [&] { order.push_back(99); });
+  for (int i = 6; i <= 8; ++i) q.schedule(100, [&order, i] { order.push_back(i); });
+  CHECK(q.size() == 10);
+  q.run();
+  // The last move (k = 19,999, odd) put the mover at 100, behind everything already due then.
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 99});
+  CHECK(q.events_run() == 10);
+}
+
+TEST_CASE("EventQueue orders events across the whole time range") {
+  EventQueue q;
+  std::vector<Time_ps> ran;
+  const std::vector<Time_ps> times{epsim::kMaxTime_ps, 0, 1, (Time_ps{1} << 40) + 3, (Time_ps{1} << 40) + 2,
+                                   epsim::kMaxTime_ps - 1, 2, Time_ps{1} << 59, 1};
+  for (Time_ps t : times) q.schedule(t, [&] { ran.push_back(q.now_ps()); });
+  q.run();
+  CHECK(ran == std::vector<Time_ps>{0, 1, 1, 2, (Time_ps{1} << 40) + 2, (Time_ps{1} << 40) + 3, Time_ps{1} << 59,
+                                    epsim::kMaxTime_ps - 1, epsim::kMaxTime_ps});
+}
+
+TEST_CASE("EventQueue matches a std::multimap under 200k random operations, actions scheduling too") {
+  // The reference holds (time -> id); std::multimap inserts an equal key after those already there,
+  // which is exactly scheduling order. Delays span many scales (0, a few ps, up to 2^40 ps) so that
+  // entries cross many buckets, and events that run schedule, cancel and move others, some at now.
+  EventQueue q;
+  std::multimap<Time_ps, int> reference;
+  std::map<int, std::pair<EventQueue::Handle, std::multimap<Time_ps, int>::iterator>> live;
+  std::vector<int> popped;
+  std::uint64_t rng = 987654321;
+  const auto next = [&] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng >> 33;
+  };
+  const auto delay = [&]() -> Time_ps {
+    switch (next() % 4) {
+      case 0: return 0;
+      case 1: return static_cast<Time_ps>(next() % 8);
+      case 2: return static_cast<Time_ps>(next() % 5000);
+      default: return static_cast<Time_ps>(next() % (std::uint64_t{1} << 40));
+    }
+  };
+  int next_id = 0;
+  std::function<void()> schedule_one;
+  const auto random_live = [&] {
+    auto it = live.lower_bound(static_cast<int>(next() % static_cast<std::uint64_t>(next_id)));
+    return it == live.end() ? live.begin() : it;
+  };
+  const auto mutate = [&](std::uint64_t op) {
+    if (op < 5 || live.empty()) {
+      schedule_one();
+    } else if (op < 7) {
+      const auto it = random_live();
+      REQUIRE(q.cancel(it->second.first));
+      reference.erase(it->second.second);
+      live.erase(it);
+    } else {
+      const auto it = random_live();
+      const Time_ps at = q.now_ps() + delay();
+      REQUIRE(q.reschedule(it->second.first, at));
+      reference.erase(it->second.second);
+      it->second.second = reference.emplace(at, it->first);
+    }
+  };
+  schedule_one = [&] {
+    const int id = next_id++;
+    const Time_ps at = q.now_ps() + delay();
+    const auto h = q.schedule(at, [&, id] {
+      popped.push_back(id);
+      // An action that runs makes up to two more changes from inside run_next.
+      for (std::uint64_t k = next() % 3; k > 0; --k) mutate(next() % 9);
+    });
+    live[id] = {h, reference.emplace(at, id)};
+  };
+  std::size_t checked = 0;
+  const auto run_one = [&] {
+    REQUIRE_FALSE(reference.empty());
+    const auto expected = reference.begin();
+    const int id = expected->second;
+    const Time_ps at = expected->first;
+    reference.erase(expected);
+    live.erase(id);
+    const std::size_t before = popped.size();
+    REQUIRE(q.run_next());
+    REQUIRE(popped.size() == before + 1);
+    REQUIRE(popped[before] == id);
+    REQUIRE(q.now_ps() == at);
+    ++checked;
+  };
+  for (int step = 0; step < 200'000; ++step) {
+    if (next() % 10 < 4 && !reference.empty()) {
+      run_one();
+    } else {
+      mutate(next() % 10);
+    }
+    REQUIRE(q.size() == reference.size());
+  }
+  while (!reference.empty()) run_one();
+  CHECK_FALSE(q.run_next());
+  CHECK(checked > 50'000);
+  CHECK(q.events_run() == checked);
 }
