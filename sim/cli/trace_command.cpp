@@ -36,6 +36,7 @@ const char* const kTraceUsage =
     "                                  -o OUT [--token-ids] [--provenance P] [--licence L] [--force]\n"
     "  epsim trace import topk-jsonl FILE [--ranks R] -o OUT [--force]\n"
     "  epsim trace import counts-jsonl FILE... -o OUT [--provenance P] [--licence L] [--force]\n"
+    "  epsim trace import sglang-csv FILE... --experts E --top-k K -o OUT [--provenance P] [--licence L] [--force]\n"
     "  epsim trace import expert-load|deepseek-eplb|vllm-eplb|sglang-stat|megatron-counts FILE --ranks R\n"
     "                     --top-k K [--key NAME] [--layer-ids A,B,...] -o OUT [--provenance P] [--licence L] [--force]\n"
     "  epsim trace export counts-jsonl FILE -o OUT [--force]   (OUT with {rank}: one file per rank)\n"

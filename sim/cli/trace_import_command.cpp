@@ -11,6 +11,7 @@
 #include "traces/import/expert_load.hpp"
 #include "traces/import/flame_csv.hpp"
 #include "traces/import/olmoe_counts.hpp"
+#include "traces/import/sglang_csv.hpp"
 #include "traces/import/topk_jsonl.hpp"
 
 namespace epsim::trace_cli {
@@ -129,9 +130,30 @@ int import_load(const std::string& kind, const std::string& source, const std::v
   return 0;
 }
 
+int import_sglang(const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace import sglang-csv";
+  po::options_description desc("options");
+  desc.add_options()("experts", po::value<std::string>()->required(), "routed experts E of the model")(
+      "top-k", po::value<std::string>()->required(), "experts per token K");
+  add_label_options(desc);
+  add_output_options(desc);
+  po::variables_map vm;
+  if (!parse(cmd, "FILE... --experts E --top-k K -o OUT [--provenance P] [--licence L] [--force]", args, desc, "files",
+             vm, true))
+    return 0;
+  SglangCsvOptions o;
+  o.experts = u32_opt(cmd, vm, "experts", 1, 65536);
+  o.top_k = u32_opt(cmd, vm, "top-k", 1, 1024);
+  o.labels = label_options(vm);
+  const std::string out = vm["output"].as<std::string>();
+  import_sglang_csv(vm["files"].as<std::vector<std::string>>(), o, out, vm["force"].as<bool>());
+  report_written(out);
+  return 0;
+}
+
 const char* kKinds =
-    "flame-csv, olmoe-counts, topk-jsonl, counts-jsonl, expert-load, deepseek-eplb, vllm-eplb, sglang-stat or "
-    "megatron-counts";
+    "flame-csv, olmoe-counts, topk-jsonl, counts-jsonl, sglang-csv, expert-load, deepseek-eplb, vllm-eplb, "
+    "sglang-stat or megatron-counts";
 
 }  // namespace
 
@@ -146,6 +168,7 @@ int import_command(const std::vector<std::string>& rest) {
   if (rest[0] == "olmoe-counts") return import_olmoe(tail);
   if (rest[0] == "topk-jsonl") return import_topk(tail);
   if (rest[0] == "counts-jsonl") return import_counts(tail);
+  if (rest[0] == "sglang-csv") return import_sglang(tail);
   if (rest[0] == "expert-load") return import_load(rest[0], "expert-load", tail);
   if (rest[0] == "deepseek-eplb") return import_load(rest[0], "deepseek-eplb-weight", tail);
   if (rest[0] == "vllm-eplb") return import_load(rest[0], "vllm-eplb-load", tail);
