@@ -67,13 +67,32 @@ int import_olmoe(const std::vector<std::string>& args) {
 int import_topk(const std::vector<std::string>& args) {
   const std::string cmd = "epsim trace import topk-jsonl";
   po::options_description desc("options");
-  desc.add_options()("ranks", po::value<std::string>(), "source ranks R (when the file gives none)");
+  desc.add_options()("ranks", po::value<std::string>(), "source ranks R (when the file gives none)")(
+      "experts", po::value<std::string>(), "experts E, for a file without header line")(
+      "top-k", po::value<std::string>(), "experts per token K, for a file without header line")(
+      "field-step", po::value<std::string>()->default_value("step"), "name of the step field")(
+      "field-micro-batch", po::value<std::string>()->default_value("micro_batch"), "name of the micro-batch field")(
+      "field-layer", po::value<std::string>()->default_value("layer"), "name of the layer field")(
+      "field-experts", po::value<std::string>()->default_value("experts"), "name of the top-k ids field (e.g. topk_ids)")(
+      "field-rank", po::value<std::string>()->default_value("src_rank"), "name of the source-rank field");
+  add_label_options(desc);
   add_output_options(desc);
   po::variables_map vm;
-  if (!parse(cmd, "FILE [--ranks R] -o OUT [--force]", args, desc, "file", vm)) return 0;
-  const std::uint32_t ranks = vm.count("ranks") ? u32_opt(cmd, vm, "ranks", 1, 65536) : 0;
+  if (!parse(cmd, "FILE [--ranks R] [--experts E --top-k K] [--field-NAME NAME ...] -o OUT [--force]", args, desc,
+             "file", vm))
+    return 0;
+  TopkJsonlOptions o;
+  if (vm.count("ranks")) o.ranks = u32_opt(cmd, vm, "ranks", 1, 65536);
+  if (vm.count("experts")) o.experts = u32_opt(cmd, vm, "experts", 1, 65536);
+  if (vm.count("top-k")) o.top_k = u32_opt(cmd, vm, "top-k", 1, 1024);
+  o.field_step = vm["field-step"].as<std::string>();
+  o.field_micro_batch = vm["field-micro-batch"].as<std::string>();
+  o.field_layer = vm["field-layer"].as<std::string>();
+  o.field_experts = vm["field-experts"].as<std::string>();
+  o.field_rank = vm["field-rank"].as<std::string>();
+  o.labels = label_options(vm);
   const std::string out = vm["output"].as<std::string>();
-  import_topk_jsonl(vm["file"].as<std::string>(), ranks, out, vm["force"].as<bool>());
+  import_topk_jsonl(vm["file"].as<std::string>(), o, out, vm["force"].as<bool>());
   report_written(out);
   return 0;
 }

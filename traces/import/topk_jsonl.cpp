@@ -25,7 +25,7 @@ using nlohmann::json;
 struct JsonlHeader {
   std::uint32_t experts = 0, top_k = 0, ranks = 0;  ///< ranks 0 = not stated
   std::vector<std::uint32_t> layer_ids;             ///< empty = not stated
-  std::string provenance;
+  std::string provenance, licence;
 };
 
 struct TokenLine {
@@ -71,20 +71,37 @@ std::uint32_t get_u32(const JsonlLines& lines, const json& obj, const char* key,
   return static_cast<std::uint32_t>(*v);
 }
 
-JsonlHeader parse_header(JsonlLines& lines) {
+/// Reads line 1: the header when it has "format" (then `first_token` stays empty), else the file has
+/// no header: the shape comes from the options and line 1 is the first token (kept in `first_token`).
+JsonlHeader parse_header(JsonlLines& lines, const TopkJsonlOptions& o, json& first_token) {
   json h;
-  if (!lines.next(h)) throw InputError(lines.path(), "", "empty file: expected the epsim-topk-jsonl header line");
-  if (!h.contains("format") || h.at("format") != "epsim-topk-jsonl")
+  first_token = json();
+  if (!lines.next(h)) throw InputError(lines.path(), "", "empty file: expected the epsim-topk-jsonl header line or a token");
+  JsonlHeader out;
+  if (!h.contains("format")) {
+    if (o.experts == 0 || o.top_k == 0)
+      lines.fail("line 1 is not an epsim-topk-jsonl header (no \"format\"): give --experts and --top-k for a file "
+                 "without header");
+    out.experts = o.experts;
+    out.top_k = o.top_k;
+    if (out.top_k > out.experts) lines.fail("--top-k must not exceed --experts");
+    first_token = std::move(h);
+    return out;
+  }
+  if (h.at("format") != "epsim-topk-jsonl")
     lines.fail("the first line must be the header {\"format\":\"epsim-topk-jsonl\",\"version\":1,...}");
   if (!h.contains("version") || h.at("version") != 1)
     lines.fail("unsupported epsim-topk-jsonl version (this epsim reads version 1)");
   for (const char* key : {"num_experts", "top_k"})
     if (!h.contains(key)) lines.fail(std::string("the header lacks \"") + key + "\"");
-  JsonlHeader out;
   out.experts = get_u32(lines, h, "num_experts", 65536);
   out.top_k = get_u32(lines, h, "top_k", 1024);
   if (out.experts < 1 || out.top_k < 1 || out.top_k > out.experts)
     lines.fail("the header needs 1 <= top_k <= num_experts");
+  if (o.experts != 0 && o.experts != out.experts)
+    lines.fail("--experts " + std::to_string(o.experts) + " differs from the header's num_experts " + std::to_string(out.experts));
+  if (o.top_k != 0 && o.top_k != out.top_k)
+    lines.fail("--top-k " + std::to_string(o.top_k) + " differs from the header's top_k " + std::to_string(out.top_k));
   if (h.contains("num_ranks")) {
     out.ranks = get_u32(lines, h, "num_ranks", 65536);
     if (out.ranks < 1) lines.fail("\"num_ranks\" must be at least 1");
@@ -102,22 +119,28 @@ JsonlHeader parse_header(JsonlLines& lines) {
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) lines.fail("\"layer_ids\" repeats an id");
   }
   if (h.contains("provenance") && h.at("provenance").is_string()) out.provenance = h.at("provenance");
+  if (h.contains("licence") && h.at("licence").is_string()) out.licence = h.at("licence");
   return out;
 }
 
-void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h, TokenLine& out) {
-  out.step = obj.contains("step") ? get_u32(lines, obj, "step", 0xffffffffull) : 0;
-  out.micro_batch = obj.contains("micro_batch") ? get_u32(lines, obj, "micro_batch", 0xffffffffull) : 0;
-  if (!obj.contains("layer")) lines.fail("the token lacks \"layer\"");
-  out.layer_id = get_u32(lines, obj, "layer", 0xffffffffull);
-  out.has_src = obj.contains("src_rank");
-  if (out.has_src) out.src_rank = get_u32(lines, obj, "src_rank", 0xffffffffull);
-  if (!obj.contains("experts") || !obj.at("experts").is_array())
-    lines.fail("the token lacks \"experts\" (an array of " + std::to_string(h.top_k) + " expert ids)");
-  const json& ids = obj.at("experts");
+void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h, const TopkJsonlOptions& o,
+                 TokenLine& out) {
+  const char* step = o.field_step.c_str();
+  const char* micro_batch = o.field_micro_batch.c_str();
+  const char* layer = o.field_layer.c_str();
+  const char* src = o.field_rank.c_str();
+  out.step = obj.contains(step) ? get_u32(lines, obj, step, 0xffffffffull) : 0;
+  out.micro_batch = obj.contains(micro_batch) ? get_u32(lines, obj, micro_batch, 0xffffffffull) : 0;
+  if (!obj.contains(layer)) lines.fail("the token lacks \"" + o.field_layer + "\"");
+  out.layer_id = get_u32(lines, obj, layer, 0xffffffffull);
+  out.has_src = obj.contains(src);
+  if (out.has_src) out.src_rank = get_u32(lines, obj, src, 0xffffffffull);
+  const std::string& experts = o.field_experts;
+  if (!obj.contains(experts) || !obj.at(experts).is_array())
+    lines.fail("the token lacks \"" + experts + "\" (an array of " + std::to_string(h.top_k) + " expert ids)");
+  const json& ids = obj.at(experts);
   if (ids.size() != h.top_k)
-    lines.fail("\"experts\" has " + std::to_string(ids.size()) + " ids, the header's top_k is " +
-               std::to_string(h.top_k));
+    lines.fail("\"" + experts + "\" has " + std::to_string(ids.size()) + " ids, top_k is " + std::to_string(h.top_k));
   out.experts.clear();
   for (const json& v : ids) {
     const auto id = json_integer_if(v, 0, static_cast<std::int64_t>(h.experts) - 1);
@@ -126,7 +149,7 @@ void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h,
                  std::to_string(h.experts) + ")");
     const auto e = static_cast<std::uint16_t>(*id);
     if (std::find(out.experts.begin(), out.experts.end(), e) != out.experts.end())
-      lines.fail("expert " + std::to_string(e) + " appears twice in \"experts\"");
+      lines.fail("expert " + std::to_string(e) + " appears twice in \"" + experts + "\"");
     out.experts.push_back(e);
   }
 }
@@ -134,22 +157,31 @@ void parse_token(const JsonlLines& lines, const json& obj, const JsonlHeader& h,
 }  // namespace
 
 void import_topk_jsonl(const std::string& path, std::uint32_t ranks, const std::string& out_path, bool overwrite) {
+  TopkJsonlOptions o;
+  o.ranks = ranks;
+  import_topk_jsonl(path, o, out_path, overwrite);
+}
+
+void import_topk_jsonl(const std::string& path, const TopkJsonlOptions& o, const std::string& out_path,
+                       bool overwrite) {
+  const std::uint32_t ranks = o.ranks;
   // Pass 1: the header, the layer ids and whether tokens carry src_rank.
   std::vector<std::uint32_t> layer_ids;
   bool any_src = false;
   JsonlHeader h;
   {
     JsonlLines lines(path);
-    h = parse_header(lines);
-    std::set<std::uint32_t> seen;
     json obj;
+    h = parse_header(lines, o, obj);
+    std::set<std::uint32_t> seen;
     TokenLine token;
     bool first = true;
-    while (lines.next(obj)) {
-      parse_token(lines, obj, h, token);
+    while (!obj.is_null() || lines.next(obj)) {
+      parse_token(lines, obj, h, o, token);
+      obj = json();
       if (first) any_src = token.has_src;
       if (token.has_src != any_src)
-        lines.fail("\"src_rank\" must be given on every token or on none (the first token " +
+        lines.fail("\"" + o.field_rank + "\" must be given on every token or on none (the first token " +
                    std::string(any_src ? "has" : "lacks") + " it)");
       first = false;
       seen.insert(token.layer_id);
@@ -176,16 +208,18 @@ void import_topk_jsonl(const std::string& path, std::uint32_t ranks, const std::
   header.layer_ids = layer_ids;
   header.has_token_ids = true;
   header.source_format = "topk-jsonl";
-  header.provenance = (h.provenance.empty() ? std::string() : h.provenance + "; ") +
+  const std::string labels = provenance_label(h.provenance, h.licence, o.labels);
+  header.provenance = (labels.empty() ? std::string() : labels + "; ") +
                       "imported by epsim trace import topk-jsonl from " +
                       std::filesystem::path(path).filename().string();
-  header.rank_assignment = any_src ? "recorded: every token carries its source rank (src_rank)"
+  header.rank_assignment = any_src ? "recorded: every token carries its source rank (" + o.field_rank + ")"
                                    : contiguous_slices_text(num_ranks) + " (the recording has no source ranks)";
 
   // Pass 2: one record per group of contiguous tokens.
   TraceWriter writer(out_path, header, overwrite);
   JsonlLines lines(path);
-  parse_header(lines);
+  json obj;
+  parse_header(lines, o, obj);
   TraceRecord record;
   bool open = false;
   const auto flush = [&]() {
@@ -199,15 +233,15 @@ void import_topk_jsonl(const std::string& path, std::uint32_t ranks, const std::
     }
     writer.write(record);
   };
-  json obj;
   TokenLine token;
-  while (lines.next(obj)) {
-    parse_token(lines, obj, h, token);
+  while (!obj.is_null() || lines.next(obj)) {
+    parse_token(lines, obj, h, o, token);
+    obj = json();
     const auto it = layer_index.find(token.layer_id);
     if (it == layer_index.end())
       lines.fail("layer " + std::to_string(token.layer_id) + " is not in the header's layer_ids");
     if (token.has_src && token.src_rank >= num_ranks)
-      lines.fail("src_rank " + std::to_string(token.src_rank) + " is not below the number of ranks " +
+      lines.fail(o.field_rank + " " + std::to_string(token.src_rank) + " is not below the number of ranks " +
                  std::to_string(num_ranks));
     const auto key = std::make_tuple(token.step, token.micro_batch, it->second);
     const auto current = std::make_tuple(record.step, record.micro_batch, record.layer);

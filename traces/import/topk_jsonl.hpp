@@ -15,9 +15,23 @@
 #include <cstdint>
 #include <string>
 
+#include "traces/import/provenance_label.hpp"
+
 namespace epsim {
 
-/// `ranks` = 0 when --ranks was not given. Throws InputError naming the file and line.
+struct TopkJsonlOptions {
+  std::uint32_t ranks = 0;    ///< 0 = not given
+  std::uint32_t experts = 0;  ///< for a file without header (else 0, or equal to the header's)
+  std::uint32_t top_k = 0;    ///< likewise
+  std::string field_step = "step", field_micro_batch = "micro_batch", field_layer = "layer",
+              field_experts = "experts", field_rank = "src_rank";
+  ProvenanceOptions labels;
+};
+
+/// Throws InputError naming the file and line.
+void import_topk_jsonl(const std::string& jsonl_path, const TopkJsonlOptions& options, const std::string& out_path,
+                       bool overwrite);
+/// `ranks` = 0 when --ranks was not given; every other option at its default.
 void import_topk_jsonl(const std::string& jsonl_path, std::uint32_t ranks, const std::string& out_path, bool overwrite);
 
 }  // namespace epsim
