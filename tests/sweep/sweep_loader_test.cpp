@@ -125,3 +125,17 @@ TEST_CASE("sweep: mean, p50 and p95 interpolate between sorted records") {
   CHECK(one[1] == 7);
   CHECK(one[2] == 7);
 }
+
+TEST_CASE("sweep: a balancer parameter as an axis reaches that balancer only, and is checked by it") {
+  const SweepSpec s = load("sweep_params",
+                           "balancers:\n  - name: static_ep\n  - name: feplb\n"
+                           "grid:\n  balancers.feplb.params.dynamic_experts_per_gpu: [1, 3]\n");
+  REQUIRE(s.points.size() == 2);
+  CHECK(s.points[1].labels == std::vector<std::string>{"static_ep", "feplb"});
+  CHECK(s.points[1].experiments[1].balancer.params["dynamic_experts_per_gpu"].as<int>() == 3);
+  CHECK_FALSE(s.points[1].experiments[0].balancer.params.IsMap());
+  CHECK(s.points[0].hash != s.points[1].hash);
+  const std::string typo = error_of("balancers:\n  - name: feplb\ngrid:\n  balancers.feplb.params.dynamic_expert_per_gpu: [1]\n");
+  CHECK(typo.find("point 0") != std::string::npos);
+  CHECK(typo.find("unknown key 'dynamic_expert_per_gpu'") != std::string::npos);
+}
