@@ -14,6 +14,7 @@
 #include "tests/test_paths.hpp"
 #include "traces/format/trace_reader.hpp"
 #include "traces/import/count_rounding.hpp"
+#include "traces/text/expert_load.hpp"
 
 namespace fs = std::filesystem;
 using namespace epsim;
@@ -144,4 +145,35 @@ TEST_CASE("expert-load: the framework names on the command line") {
                              dir);
   CHECK(r.status == 2);
   CHECK(r.err.find("--layer-ids: 1 ids given") != std::string::npos);
+}
+
+TEST_CASE("expert-load: the real OLMoE arXiv profile, kept exactly, when ../shared/traces-raw is present") {
+  const fs::path file =
+      epsim::test::shared_dir() / "traces-raw/olmoe-routing-analysis/olmoe/expert_counts/arxiv.counts.json";
+  if (!fs::exists(file)) {
+    MESSAGE("skipped: " << file.string() << " is absent");
+    return;
+  }
+  const auto dir = epsim::test::scratch_dir("expert_load_olmoe");
+  ExpertLoadOptions o;
+  o.ranks = 8;
+  o.top_k = 8;
+  o.key = "counts";
+  o.layer_ids = {0, 7, 15};
+  o.labels.licence = "Apache-2.0";
+  const std::string out = (dir / "arxiv.eptrace").string();
+  import_expert_load(file.string(), o, out, false);
+  // Exact counts keep the recorded skew: the contiguous EP=8 max/mean GPU load averaged over the three
+  // layers is the 1.66 that SOURCE.md gives for arXiv (the sampling importer gets ~1.46-1.58).
+  TraceReader reader(out);
+  const auto gpu_of = static_ep_gpu_of_expert(64, 8, ExpertLayout::contiguous);
+  TraceRecord r;
+  double sum = 0;
+  int records = 0;
+  while (reader.next(r)) {
+    sum += record_load(r, reader.header(), gpu_of, 8).gpu_max_over_mean;
+    ++records;
+  }
+  CHECK(records == 3);
+  CHECK(sum / records == doctest::Approx(1.66).epsilon(0.005));
 }
