@@ -56,3 +56,27 @@ TEST_CASE("epsim sweep: shards joined with --join give the table of one run") {
   CHECK(other.status == 2);
   CHECK(other.err.find("whole-missing: not a sweep output folder") != std::string::npos);
 }
+
+TEST_CASE("epsim sweep: killed (SIGKILL or SIGTERM) mid-run and started again, the tables equal a straight run") {
+  const fs::path dir = scratch_dir("sweep_cli_kill");
+  write_file(dir / "s.yaml", sweep_yaml("set:\n  max_records: 8\ngrid:\n  ep_degree: [8, 16]\n  gpu.sms: [100, 120, 132]\n"));
+  REQUIRE(run_epsim("sweep s.yaml -o straight -j 1", dir).status == 0);
+  for (const char* signal : {"KILL", "TERM"}) {
+    INFO(signal);
+    const fs::path out = dir / (std::string("killed-") + signal);
+    // Killed once its first point is written (wherever it lands, the rerun completes the folder).
+    const std::string name = out.filename().string();
+    const CliResult killed = run_shell("$EPSIM sweep s.yaml -o " + name + " -j 1 -q & pid=$!; "
+                                       "until ls " + name + "/points/*.json >/dev/null 2>&1 || ! kill -0 $pid 2>/dev/null; do sleep 0.01; done; "
+                                       "kill -" + signal + " $pid; wait $pid; "
+                                       "$EPSIM sweep s.yaml -o " + name + " -j 2",
+                                       dir);
+    INFO(killed.err);
+    REQUIRE(killed.status == 0);
+    CHECK(killed.out.find(" 0 found in") == std::string::npos);  // the first point survived the signal
+    for (const char* f : {"results.csv", "results.jsonl", "summary.md"})
+      CHECK(read_file(dir / "straight" / f) == read_file(out / f));
+  }
+  // SIGTERM removes what it was writing; only SIGKILL may leave a hidden temporary point file.
+  CHECK(leftovers(dir / "killed-TERM").empty());
+}
