@@ -197,7 +197,8 @@ void parse_data_line(const TextLines& lines, const std::string& text, const Coun
 /// Reads the integers of the "counts" array of a line pass 1 has checked, into `row`. Returns false
 /// when the line is no longer what pass 1 saw.
 bool read_counts(const std::string& text, std::uint32_t* row, std::uint32_t experts, std::uint64_t expected_sum) {
-  const std::size_t key = text.find("\"counts\"");
+  // The last "counts" key, as the JSON parser keeps the last of repeated keys.
+  const std::size_t key = text.rfind("\"counts\"");
   if (key == std::string::npos) return false;
   std::size_t i = text.find('[', key);
   if (i == std::string::npos) return false;
