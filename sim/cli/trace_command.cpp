@@ -223,6 +223,11 @@ int generate(const std::vector<std::string>& args) {
 
 int export_trace(const std::vector<std::string>& args) {
   const std::string cmd = "epsim trace export";
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << "usage: epsim trace export counts-jsonl FILE -o OUT [--force]\n"
+                 "  OUT with {rank}: one counts-jsonl file per source rank (docs/trace-format.md, section 3.4)\n";
+    return 0;
+  }
   if (args.empty() || args[0] != "counts-jsonl")
     throw InputError(cmd, "", "expected: epsim trace export counts-jsonl FILE -o OUT [--force] (see --help)");
   po::options_description desc("options");
