@@ -1,7 +1,9 @@
 // epsim sweep SWEEP.yaml -o OUTDIR: runs every point of a what-if sweep on several threads into a
 // resumable output folder and writes results.csv, results.jsonl and summary.md; `--join DIR...`
-// gathers the folders of a sharded sweep into one table. Format and rules: docs/sweep.md.
+// gathers the folders of a sharded sweep into one table; under mpirun each rank is one shard of a
+// shared folder. Format and rules: docs/sweep.md.
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
@@ -36,6 +38,31 @@ void parse_shard(const std::string& text, unsigned& index, unsigned& count) {
 
 std::string outputs(const std::string& dir) { return dir + "/{results.csv,results.jsonl,summary.md}"; }
 
+/// An environment variable that holds an integer >= 0, or -1.
+long env_number(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  const std::string s = v;
+  if (s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(s);
+}
+
+/// Under `mpirun -n N` (Open MPI, or an MPICH-style launcher) each process is one shard: rank r of N
+/// computes the points p with p % N == r into the shared output folder, and whichever finishes the set
+/// writes the tables. No MPI library is needed: the launcher's environment says the rank.
+bool shard_from_launcher(unsigned& index, unsigned& count) {
+  for (const auto& [rank, size] : {std::pair<const char*, const char*>{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   std::pair<const char*, const char*>{"PMI_RANK", "PMI_SIZE"}}) {
+    const long r = env_number(rank), n = env_number(size);
+    if (r >= 0 && n > 1 && r < n) {
+      index = static_cast<unsigned>(r);
+      count = static_cast<unsigned>(n);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int sweep_command(const std::vector<std::string>& args) {
@@ -45,7 +72,8 @@ int sweep_command(const std::vector<std::string>& args) {
   bool join = false, restart = false, progress = false, quiet = false;
   po::options_description options(
       "epsim sweep SWEEP.yaml -o OUTDIR [--threads N] [--shard i/n] [--set KEY=VALUE]... [--restart]\n"
-      "epsim sweep --join OUTDIR... [-o OUTDIR]\n\n"
+      "epsim sweep --join OUTDIR... [-o OUTDIR]\n"
+      "mpirun -n N epsim sweep SWEEP.yaml -o SHARED_OUTDIR\n\n"
       "Runs every point of a sweep (docs/sweep.md); a run started again computes only the missing points");
   options.add_options()
       ("help,h", "show this help")
@@ -78,20 +106,31 @@ int sweep_command(const std::vector<std::string>& args) {
                                     : "expected one SWEEP.yaml, got " + std::to_string(inputs.size()) +
                                           " arguments (output folders go with --join)");
   SweepRunOptions o;
-  if (!shard.empty()) parse_shard(shard, o.shard_index, o.shard_count);
+  bool launched = false;
+  if (!shard.empty())
+    parse_shard(shard, o.shard_index, o.shard_count);
+  else
+    launched = shard_from_launcher(o.shard_index, o.shard_count);
   const SweepSpec spec = load_sweep(inputs.front(), sets);
   o.output_dir = output.empty() ? spec.output_dir : output;
   if (o.output_dir.empty())
     throw InputError(inputs.front(), "", "no output folder: give -o OUTDIR or `output:` in the sweep file");
-  o.threads = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  // Ranks launched together on one machine share its cores.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  o.threads = threads > 0 ? static_cast<unsigned>(threads)
+                          : launched ? std::max(1u, cores / o.shard_count) : cores;
   o.restart = restart;
   o.terminal = ::isatty(STDERR_FILENO) == 1;
   o.progress = !quiet && (progress || o.terminal);
   const SweepRunReport r = run_sweep(spec, o, std::cerr);
-  if (quiet) return 0;
+  // Under a launcher one line from the rank that wrote the tables is enough.
+  if (quiet || (launched && !r.tables_written)) return 0;
   std::cout << "epsim sweep: " << spec.name << ": " << r.total << " points x " << spec.balancers.size()
             << " balancers; ";
-  if (o.shard_count > 1) std::cout << "shard " << o.shard_index << "/" << o.shard_count << " has " << r.in_shard << ", ";
+  if (launched)
+    std::cout << "rank " << o.shard_index << " of " << o.shard_count << " finished the set, ";
+  else if (o.shard_count > 1)
+    std::cout << "shard " << o.shard_index << "/" << o.shard_count << " has " << r.in_shard << ", ";
   std::cout << r.found << " found in " << o.output_dir << ", " << r.computed << " computed on " << o.threads
             << (o.threads == 1 ? " thread\n" : " threads\n");
   if (r.tables_written)

@@ -108,15 +108,23 @@ std::unique_ptr<CreatedFolders> claim_folder(const std::string& dir, const Sweep
                            "): the sweep file, a --set value or a file it reads has changed. Pass --restart to remove "
                            "the results epsim wrote there and start over, or choose another output folder");
     remove_old_results(dir, old);
-  } else if (!fs::is_empty(dir, ec)) {
+  } else {
+    // Shards started together on a new folder race to write the lock: another one's temporary lock
+    // file is not a stranger's file, and anything else may be from a shard whose lock is now there.
+    const std::string temp_lock = std::string(".") + kLockFile + ".epsim-tmp-";
     std::string first;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      first = entry.path().filename().string();
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(temp_lock, 0) == 0) continue;
+      first = name;
       break;
     }
-    throw InputError(dir, "",
-                     "the output folder exists and holds files no epsim sweep wrote (first: " + first +
-                         "); choose an empty or new folder");
+    if (!first.empty()) {
+      if (present_at(lock_path)) return claim_folder(dir, lock, restart);
+      throw InputError(dir, "",
+                       "the output folder exists and holds files no epsim sweep wrote (first: " + first +
+                           "); choose an empty or new folder");
+    }
   }
   write_new(lock_path, lock.json());
   const SweepLock written = SweepLock::read(lock_path);

@@ -80,3 +80,33 @@ TEST_CASE("epsim sweep: killed (SIGKILL or SIGTERM) mid-run and started again, t
   // SIGTERM removes what it was writing; only SIGKILL may leave a hidden temporary point file.
   CHECK(leftovers(dir / "killed-TERM").empty());
 }
+
+TEST_CASE("epsim sweep: ranks of a launcher (mpirun -n 2 and 3) started together give the table of one process") {
+  const fs::path dir = scratch_dir("sweep_cli_ranks");
+  write_file(dir / "s.yaml", sweep_yaml("set:\n  max_records: 2\ngrid:\n  ep_degree: [8, 16]\n  gpu.sms: [100, 120, 132]\n"));
+  REQUIRE(run_epsim("sweep s.yaml -o one -j 1", dir).status == 0);
+  for (const int n : {2, 3}) {
+    INFO(n << " ranks");
+    // Open MPI's environment, as mpirun sets it, for every rank at once into one new folder.
+    const std::string out = "ranks" + std::to_string(n);
+    std::string script;
+    for (int r = 0; r < n; ++r)
+      script += "OMPI_COMM_WORLD_SIZE=" + std::to_string(n) + " OMPI_COMM_WORLD_RANK=" + std::to_string(r) +
+                " $EPSIM sweep s.yaml -o " + out + " & p" + std::to_string(r) + "=$!; ";
+    for (int r = 0; r < n; ++r) script += "wait $p" + std::to_string(r) + " || exit 1; ";
+    const CliResult ranks = run_shell(script, dir);
+    INFO(ranks.err);
+    REQUIRE(ranks.status == 0);
+    CHECK(ranks.out.find(" of " + std::to_string(n) + " finished the set") != std::string::npos);
+    CHECK(folder_files(dir / "one") == folder_files(dir / out));
+  }
+  // The same with the real launcher, where one is installed (Debian: openmpi-bin).
+  if (run_shell("command -v mpirun", dir).status != 0) {
+    MESSAGE("mpirun not found: the launcher itself is not tried");
+    return;
+  }
+  const CliResult mpi = run_shell("mpirun --allow-run-as-root --oversubscribe -n 3 $EPSIM sweep s.yaml -o mpi", dir);
+  INFO(mpi.err);
+  REQUIRE(mpi.status == 0);
+  CHECK(folder_files(dir / "one") == folder_files(dir / "mpi"));
+}
