@@ -237,7 +237,14 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
           const auto t0 = std::chrono::steady_clock::now();
           const std::string trace =
               p.trace ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
-          const PointResult r = run_point(p, trace);
+          PointResult r;
+          try {
+            r = run_point(p, trace);
+          } catch (const InputError& e) {
+            // Which point failed matters more than where in the engine; the points done so far stay.
+            throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
+                                                       "): " + e.what());
+          }
           write_new(point_file(dir, p.id), point_json(r));
           ++computed;
           if (o.progress)
