@@ -199,3 +199,37 @@ TEST_CASE("trace info, merge and slice on the command line") {
   CHECK(r.status == 0);
   CHECK(r.out.find("hottest experts") != std::string::npos);
 }
+
+TEST_CASE("trace merge --by ranks keeps token ids, their source ranks shifted") {
+  const auto dir = epsim::test::scratch_dir("trace_merge_tokens");
+  const auto write = [&](const std::string& name, std::vector<std::uint32_t> src, std::vector<std::uint16_t> experts) {
+    TraceHeader h;
+    h.num_ranks = 1;
+    h.num_experts = 2;
+    h.top_k = 1;
+    h.num_layers = 1;
+    h.layer_ids = {0};
+    h.has_token_ids = true;
+    h.source_format = "hand";
+    const std::string path = (dir / name).string();
+    TraceWriter w(path, h);
+    TraceRecord r;
+    r.counts = {0, 0};
+    for (std::uint16_t e : experts) ++r.counts[e];
+    r.token_src_rank = src;
+    r.token_experts = experts;
+    w.write(r);
+    w.close();
+    return path;
+  };
+  const std::string a = write("a.eptrace", {0, 0}, {0, 1}), b = write("b.eptrace", {0}, {1});
+  const std::string out = (dir / "m.eptrace").string();
+  merge_traces({a, b}, MergeBy::ranks, out, false);
+  TraceReader reader(out);
+  CHECK(reader.header().has_token_ids);
+  TraceRecord r;
+  REQUIRE(reader.next(r));
+  CHECK(r.counts == Counts{1, 1, 0, 1});
+  CHECK(r.token_src_rank == std::vector<std::uint32_t>{0, 0, 1});
+  CHECK(r.token_experts == std::vector<std::uint16_t>{0, 1, 1});
+}
