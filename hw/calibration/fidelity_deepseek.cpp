@@ -39,7 +39,10 @@ TraceRecord group_limited_record(const ModelSpec& model, int ranks, std::uint32_
                   candidates[static_cast<std::size_t>(j + static_cast<int>(rng.below(static_cast<std::uint64_t>(n - j))))]);
         ++record.counts[static_cast<std::size_t>(r) * static_cast<std::size_t>(experts) +
                         static_cast<std::size_t>(candidates[static_cast<std::size_t>(j)])];
+        record.token_experts.push_back(static_cast<std::uint16_t>(candidates[static_cast<std::size_t>(j)]));
       }
+      // Token ids let the replay count the copies the EP kernels send (once per GPU and node).
+      record.token_src_rank.push_back(static_cast<std::uint32_t>(r));
     }
   }
   return record;
@@ -104,7 +107,7 @@ std::string deepseek_section(const ModelSpec& model, const HardwareSpec& hardwar
     StaticEp balancer;
     const Plan plan = balancer.plan(record, context);
     const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), kDeepSeekTokensPerRank);
-    const LayerResult result = simulate_layer(hw, model, plan, local, true);
+    const LayerResult result = simulate_layer(hw, model, plan, local, true, &record);
     out << "| " << ep << " | " << hw.nodes << " |";
     for (const KernelColumn& c : kColumns) {
       std::vector<double> span_us(static_cast<std::size_t>(ep), 0);

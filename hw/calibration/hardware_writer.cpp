@@ -197,6 +197,7 @@ std::string calibrated_hardware_yaml(const HardwareSpec& base, const std::string
   w.line("ep_backend:");
   w.kept(2, "comm_sms", std::to_string(hw.ep_backend.comm_sms));
   w.kept(2, "internode_route", hw.ep_backend.internode_route);
+  w.kept(2, "token_copies", to_string(hw.ep_backend.token_copies));
   w.kept(2, "dispatch_engine", to_string(hw.ep_backend.dispatch_engine));
   w.kept(2, "combine_engine", to_string(hw.ep_backend.combine_engine));
   // ep_comm fits win over the all-to-all mapping: they are the kernels the simulator models.

@@ -71,6 +71,7 @@ std::vector<Row> scalar_rows(const HardwareSpec& hw) {
       {"ep_backend.dispatch_engine", to_string(ep.dispatch_engine), ""},
       {"ep_backend.combine_engine", to_string(ep.combine_engine), ""},
       {"ep_backend.internode_route", ep.internode_route, ""},
+      {"ep_backend.token_copies", to_string(ep.token_copies), "copies of a token the exchange moves"},
       {"ep_backend.nvlink_efficiency", num(ep.nvlink_efficiency), "fraction of line rate"},
       {"ep_backend.ib_efficiency", num(ep.ib_efficiency), "fraction of line rate"},
   };

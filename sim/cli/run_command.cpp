@@ -81,7 +81,7 @@ void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const La
   context.hardware = &spec.hardware;
   Oracle oracle;
   const LayerResult balanced =
-      simulate_layer(spec.hardware, spec.model, oracle.plan(o.record, context), tokens, spec.backward);
+      simulate_layer(spec.hardware, spec.model, oracle.plan(o.record, context), tokens, spec.backward, &o.record);
   step.add(tokens, o.result, balanced);
 }
 

@@ -71,6 +71,13 @@ void read_ep_backend(ConfigMap m, int sms, EpBackendSpec& ep) {
   ep.dispatch_engine = engine("dispatch_engine");
   ep.combine_engine = engine("combine_engine");
   ep.internode_route = m.get_choice("internode_route", {"rail_forward", "direct"});
+  const std::string copies = m.get_choice_or("token_copies", "per_expert", {"per_expert", "per_gpu", "per_node"});
+  ep.token_copies = copies == "per_node" ? TokenCopies::per_node
+                    : copies == "per_gpu" ? TokenCopies::per_gpu
+                                          : TokenCopies::per_expert;
+  if (ep.token_copies == TokenCopies::per_node && ep.internode_route != "rail_forward")
+    m.fail("token_copies", "token_copies per_node sends each token once per node to the rail peer, which needs "
+                           "internode_route rail_forward, not '" + ep.internode_route + "'");
   ep.nvlink_efficiency = m.get_double("nvlink_efficiency", kMinEfficiency, 1.0);
   ep.ib_efficiency = m.get_double("ib_efficiency", kMinEfficiency, 1.0);
   for (const auto& [bytes, eff] : m.get_curve("message_efficiency", 1, kMinEfficiency, 1.0))

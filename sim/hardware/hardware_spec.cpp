@@ -4,4 +4,13 @@ namespace epsim {
 
 const char* to_string(CommEngine engine) { return engine == CommEngine::sms ? "sms" : "copy_engine"; }
 
+const char* to_string(TokenCopies copies) {
+  switch (copies) {
+    case TokenCopies::per_expert: return "per_expert";
+    case TokenCopies::per_gpu: return "per_gpu";
+    case TokenCopies::per_node: return "per_node";
+  }
+  return "per_expert";
+}
+
 }  // namespace epsim

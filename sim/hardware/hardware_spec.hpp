@@ -69,6 +69,15 @@ struct PcieSpec {
 enum class CommEngine { sms, copy_engine };
 const char* to_string(CommEngine engine);
 
+/// How many copies of a token the EP exchange moves. per_expert: one per (token, expert) pair, as an
+/// all-to-all-v of tokens permuted by expert does (Megatron's NCCL dispatcher). per_gpu: one per
+/// destination GPU, however many of the token's experts live there (DeepEP's intranode kernels,
+/// pplx-kernels); the combine sums a GPU's outputs for a token before sending them back. per_node: one
+/// per destination node over RDMA to the rail peer, which forwards one copy per destination GPU over
+/// NVLink (DeepEP's internode normal kernels); the combine sums per GPU, then per node at the peer.
+enum class TokenCopies { per_expert, per_gpu, per_node };
+const char* to_string(TokenCopies copies);
+
 /// How the EP backend (DeepEP-style all-to-all-v) is modelled.
 struct EpBackendSpec {
   int comm_sms = 0;  ///< SMs its dispatch/combine kernels hold while running
@@ -84,6 +93,8 @@ struct EpBackendSpec {
   /// "rail_forward": inter-node tokens cross IB to the same-local-index GPU of the destination node,
   /// then NVLink to the destination (DeepEP normal kernels); "direct": IB straight to the destination.
   std::string internode_route;
+  /// Copies of a token the exchange moves; per_node needs internode_route rail_forward.
+  TokenCopies token_copies = TokenCopies::per_expert;
   /// Payload fraction of line rate for large messages (protocol overhead), per fabric.
   double nvlink_efficiency = 0;
   double ib_efficiency = 0;

@@ -1,46 +1,140 @@
 #include "sim/replay/all_to_all.hpp"
 
 #include <cassert>
+#include <map>
 
 namespace epsim {
 
-AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass,
-                     std::vector<std::vector<double>> payload_bytes, std::function<void(int)> rank_done,
-                     CommKernel kernel)
+AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, ExchangePayload payload,
+                     std::function<void(int)> rank_done, CommKernel kernel)
     : context_(context), name_(std::move(name)), pass_(pass), rank_done_(std::move(rank_done)), kernel_(kernel) {
   const int n = context_.num_gpus();
-  assert(static_cast<int>(payload_bytes.size()) == n);
+  assert(static_cast<int>(payload.gpu_bytes.size()) == n);
   ranks_.resize(static_cast<std::size_t>(n));
+  std::vector<HopSpec> specs;
+  add_hops(payload, specs);
+  // With the sms engine every rank runs its kernel; with copy_engine only ranks with a kernel hop do.
   const bool copies = kernel_.engine == CommEngine::copy_engine;
-  // With the sms engine every rank runs its kernel, as before engines were configurable per phase.
   for (RankState& rank : ranks_) rank.holds_sms = !copies;
-  const Topology& topology = context_.topology();
-  for (int s = 0; s < n; ++s) {
-    RankState& src = ranks_[static_cast<std::size_t>(s)];
-    src.first_message = messages_.size();
-    for (int d = 0; d < n; ++d) {
-      if (s == d) continue;
-      const double bytes = payload_bytes[s][d];
-      total_bytes_ += bytes;
-      if (bytes <= 0) continue;
-      const bool by_copy_engine = copies && topology.same_node(s, d);
-      messages_.push_back({d, bytes, by_copy_engine});
-      if (by_copy_engine) {
-        copy_engine_bytes_ += bytes;
-      } else if (copies) {
-        src.holds_sms = true;
-        ranks_[static_cast<std::size_t>(d)].holds_sms = true;
-      }
-      ++src.sends;
-      ++ranks_[static_cast<std::size_t>(d)].receives;
-      ++ranks_[static_cast<std::size_t>(d)].receives_left;
+  for (const HopSpec& spec : specs) {
+    for (const int r : {spec.hop.from, spec.hop.to}) {
+      RankState& rank = ranks_[static_cast<std::size_t>(r)];
+      rank.moves = true;
+      ++rank.hops_left;
+      if (!spec.hop.by_copy_engine) rank.holds_sms = true;
     }
-    src.sends_left = src.sends;
+  }
+  index_waits(specs);
+  link_streams(specs, payload.to_sources);
+}
+
+void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& specs) {
+  const Topology& topology = context_.topology();
+  const int n = context_.num_gpus();
+  const bool copies = kernel_.engine == CommEngine::copy_engine;
+  const bool by_node = !payload.node_bytes.empty();
+  // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
+  // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
+  auto add = [&](int from, int to, double bytes, std::vector<int> origins, bool first, int stream = -1,
+                 int node = -1, bool rdma = false) {
+    HopSpec spec;
+    spec.hop.from = from;
+    spec.hop.to = to;
+    spec.hop.bytes = bytes;
+    spec.hop.by_copy_engine = copies && topology.same_node(from, to);
+    spec.stream = stream;
+    spec.node = node;
+    spec.rdma = rdma;
+    spec.after_start = std::move(origins);
+    if (spec.hop.by_copy_engine) spec.after_start.push_back(from);
+    else spec.after_ready = from;
+    if (first) {
+      total_bytes_ += bytes;
+      if (spec.hop.by_copy_engine) copy_engine_bytes_ += bytes;
+    }
+    if (!topology.same_node(from, to)) internode_bytes_ += bytes;
+    specs.push_back(std::move(spec));
+  };
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      const double bytes = payload.gpu_bytes[a][b];
+      if (a == b || bytes <= 0) continue;
+      const int source = payload.to_sources ? b : a;  // the rank whose tokens these are
+      const int expert_gpu = payload.to_sources ? a : b;
+      const int peer = by_node && !topology.same_node(a, b) ? topology.forwarding_gpu(source, expert_gpu) : -1;
+      if (peer < 0) {
+        add(a, b, bytes, {}, true);  // one message of its own (a partial last node may lack the peer)
+      } else if (peer != expert_gpu) {
+        // The NVLink leg inside the expert GPU's node; the RDMA leg is the node's, added below.
+        const int node = topology.node_of(expert_gpu);
+        if (payload.to_sources) add(expert_gpu, peer, bytes, {}, false, source, node);
+        else add(peer, expert_gpu, bytes, {source}, false, source, node);
+      }
+    }
+  }
+  if (!by_node) return;
+  const int per_node = topology.gpus_per_node();
+  for (int r = 0; r < n; ++r) {
+    for (int m = 0; m < topology.num_nodes(); ++m) {
+      const double bytes = payload.node_bytes[r][m];
+      if (bytes <= 0 || m == topology.node_of(r)) continue;
+      const int peer = topology.forwarding_gpu(r, m * per_node);
+      if (peer < 0) continue;  // those pairs travelled on their own above
+      if (!payload.to_sources) {
+        add(r, peer, bytes, {}, true, r, m, true);
+        continue;
+      }
+      // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
+      std::vector<int> origins;
+      for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
+        if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
+      add(peer, r, bytes, std::move(origins), true, r, m, true);
+    }
   }
 }
 
-double AllToAllV::total_bytes() const { return total_bytes_; }
-double AllToAllV::copy_engine_bytes() const { return copy_engine_bytes_; }
+void AllToAllV::index_waits(const std::vector<HopSpec>& specs) {
+  const std::size_t n = ranks_.size();
+  start_offsets_.assign(n + 1, 0);
+  ready_offsets_.assign(n + 1, 0);
+  for (const HopSpec& spec : specs) {
+    for (const int r : spec.after_start) ++start_offsets_[static_cast<std::size_t>(r) + 1];
+    if (spec.after_ready >= 0) ++ready_offsets_[static_cast<std::size_t>(spec.after_ready) + 1];
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    start_offsets_[r + 1] += start_offsets_[r];
+    ready_offsets_[r + 1] += ready_offsets_[r];
+  }
+  start_hops_.resize(static_cast<std::size_t>(start_offsets_[n]));
+  ready_hops_.resize(static_cast<std::size_t>(ready_offsets_[n]));
+  std::vector<int> start_fill(start_offsets_.begin(), start_offsets_.end() - 1);
+  std::vector<int> ready_fill(ready_offsets_.begin(), ready_offsets_.end() - 1);
+  hops_.reserve(specs.size());
+  for (const HopSpec& spec : specs) {
+    const int id = static_cast<int>(hops_.size());
+    Hop hop = spec.hop;
+    hop.pending = static_cast<int>(spec.after_start.size()) + (spec.after_ready >= 0 ? 1 : 0);
+    for (const int r : spec.after_start) start_hops_[static_cast<std::size_t>(start_fill[r]++)] = id;
+    if (spec.after_ready >= 0) ready_hops_[static_cast<std::size_t>(ready_fill[spec.after_ready]++)] = id;
+    hops_.push_back(hop);
+  }
+}
+
+void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources) {
+  std::map<std::pair<int, int>, int> rdma_of;  // (source, node) -> its RDMA hop
+  for (std::size_t id = 0; id < specs.size(); ++id)
+    if (specs[id].rdma) rdma_of[{specs[id].stream, specs[id].node}] = static_cast<int>(id);
+  for (std::size_t id = 0; id < specs.size(); ++id) {
+    if (specs[id].rdma || specs[id].stream < 0) continue;
+    const auto it = rdma_of.find({specs[id].stream, specs[id].node});
+    if (it == rdma_of.end()) continue;
+    // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
+    const int input = to_sources ? static_cast<int>(id) : it->second;
+    const int output = to_sources ? it->second : static_cast<int>(id);
+    hops_[static_cast<std::size_t>(input)].feeds.push_back(output);
+    ++hops_[static_cast<std::size_t>(output)].inputs_left;
+  }
+}
 
 void AllToAllV::start(int rank) {
   RankState& me = ranks_[static_cast<std::size_t>(rank)];
@@ -48,49 +142,58 @@ void AllToAllV::start(int rank) {
   me.started = true;
   me.start_ps = context_.now_ps();
   if (me.holds_sms) context_.sms(rank).acquire(context_.hardware().ep_backend.comm_sms);
-  const std::size_t end = me.first_message + static_cast<std::size_t>(me.sends);
-  for (std::size_t m = me.first_message; m < end; ++m) {
-    if (!messages_[m].by_copy_engine) continue;
-    const int d = messages_[m].dst;
-    context_.ce_copy(rank, d, messages_[m].bytes, pass_, name_ + " " + std::to_string(rank) + "->" + std::to_string(d),
-                     [this, rank, d] { message_done(rank, d); });
-  }
+  release(start_offsets_, start_hops_, rank);
   // A kernel with something to move pays its fixed cost first; one with nothing passes at once.
-  const bool moves = me.sends > 0 || me.receives > 0;
-  if (me.holds_sms && moves && kernel_.fixed_ps > 0) {
+  if (me.holds_sms && me.moves && kernel_.fixed_ps > 0) {
     me.paying_fixed = true;
     context_.queue().schedule_in(kernel_.fixed_ps, [this, rank] {
       ranks_[static_cast<std::size_t>(rank)].paying_fixed = false;
-      send_kernel_messages(rank);
+      kernel_ready(rank);
       maybe_finish(rank);
     });
   } else {
-    send_kernel_messages(rank);
+    kernel_ready(rank);
   }
   maybe_finish(rank);
 }
 
-void AllToAllV::send_kernel_messages(int rank) {
-  const RankState& me = ranks_[static_cast<std::size_t>(rank)];
-  const std::size_t end = me.first_message + static_cast<std::size_t>(me.sends);
-  for (std::size_t m = me.first_message; m < end; ++m) {
-    if (messages_[m].by_copy_engine) continue;
-    const int d = messages_[m].dst;
-    context_.ep_message(rank, d, messages_[m].bytes, pass_, name_ + " " + std::to_string(rank) + "->" + std::to_string(d),
-                        [this, rank, d] { message_done(rank, d); });
+void AllToAllV::kernel_ready(int rank) { release(ready_offsets_, ready_hops_, rank); }
+
+void AllToAllV::release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank) {
+  for (int i = offsets[static_cast<std::size_t>(rank)]; i < offsets[static_cast<std::size_t>(rank) + 1]; ++i) {
+    const int id = hops[static_cast<std::size_t>(i)];
+    if (--hops_[static_cast<std::size_t>(id)].pending == 0) launch(id);
   }
 }
 
-void AllToAllV::message_done(int src, int dst) {
-  --ranks_[static_cast<std::size_t>(src)].sends_left;
-  --ranks_[static_cast<std::size_t>(dst)].receives_left;
-  maybe_finish(src);
-  maybe_finish(dst);
+void AllToAllV::launch(int id) {
+  const Hop& hop = hops_[static_cast<std::size_t>(id)];
+  const std::string name = name_ + " " + std::to_string(hop.from) + "->" + std::to_string(hop.to);
+  if (hop.by_copy_engine) context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, name, [this, id] { hop_moved(id); });
+  else context_.ep_message(hop.from, hop.to, hop.bytes, pass_, name, [this, id] { hop_moved(id); });
+}
+
+void AllToAllV::hop_moved(int id) {
+  Hop& hop = hops_[static_cast<std::size_t>(id)];
+  hop.moved = true;
+  if (hop.inputs_left == 0) hop_done(id);
+}
+
+void AllToAllV::hop_done(int id) {
+  const Hop& hop = hops_[static_cast<std::size_t>(id)];
+  for (const int next : hop.feeds) {
+    Hop& out = hops_[static_cast<std::size_t>(next)];
+    if (--out.inputs_left == 0 && out.moved) hop_done(next);
+  }
+  --ranks_[static_cast<std::size_t>(hop.from)].hops_left;
+  --ranks_[static_cast<std::size_t>(hop.to)].hops_left;
+  maybe_finish(hop.from);
+  maybe_finish(hop.to);
 }
 
 void AllToAllV::maybe_finish(int rank) {
   RankState& me = ranks_[static_cast<std::size_t>(rank)];
-  if (!me.started || me.finished || me.paying_fixed || me.sends_left > 0 || me.receives_left > 0) return;
+  if (!me.started || me.finished || me.paying_fixed || me.hops_left > 0) return;
   me.finished = true;
   if (me.holds_sms) {
     context_.sms(rank).release(context_.hardware().ep_backend.comm_sms);

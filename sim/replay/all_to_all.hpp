@@ -9,6 +9,17 @@
 // the copy_engine engine every intra-node message is a Copy Engine copy issued when the sender starts,
 // and only ranks that send or receive across nodes run a kernel and hold SMs. A rank's part ends
 // when its kernel, its copies and everything addressed to it are done.
+//
+// With node payloads (token_copies per_node, DeepEP's internode kernels) the inter-node part travels
+// in hops: a source sends one RDMA message per destination node to its rail peer there, which forwards
+// each destination GPU's share over NVLink; a combine runs the same hops backwards (each GPU sends to
+// the rail peer of the source, which sends the node's sum over RDMA). Hops of one token stream run
+// concurrently, as the libraries pipeline them in chunks: a forwarding hop starts once its origin and
+// the forwarding GPU have both started, and a combine's RDMA hop once the forwarding GPU and every GPU
+// whose outputs it sums have started. A hop that passes on another hop's bytes is done no earlier than
+// that hop (the last chunk must have arrived): a dispatch's forwarding hop after its RDMA hop, a
+// combine's RDMA hop after the NVLink hops it sums. A rank's part ends when every hop from or to it is
+// done.
 #pragma once
 
 #include <functional>
@@ -19,55 +30,92 @@
 
 namespace epsim {
 
+/// What one exchange moves.
+struct ExchangePayload {
+  /// gpu_bytes[a][b]: payload from GPU a to GPU b (the diagonal never leaves the GPU).
+  std::vector<std::vector<double>> gpu_bytes;
+  /// node_bytes[r][m]: per_node token copies, the bytes between rank r and node m (m not r's node)
+  /// that cross RDMA once, between r and its rail peer in m. Empty: every pair travels on its own.
+  std::vector<std::vector<double>> node_bytes;
+  /// Combine direction: node bytes flow from node m's rail peer to rank r (dispatch: from r to m).
+  bool to_sources = false;
+
+  ExchangePayload() = default;
+  ExchangePayload(std::vector<std::vector<double>> gpu) : gpu_bytes(std::move(gpu)) {}  // NOLINT: a plain matrix is a payload
+};
+
 class AllToAllV {
  public:
-  /// `payload_bytes[s][d]`: bytes rank s sends to rank d (the diagonal is ignored: it never leaves
-  /// the GPU). `rank_done(r)` runs when rank r's kernel ends.
-  AllToAllV(SimContext& context, std::string name, Pass pass, std::vector<std::vector<double>> payload_bytes,
+  /// `rank_done(r)` runs when rank r's part ends.
+  AllToAllV(SimContext& context, std::string name, Pass pass, ExchangePayload payload,
             std::function<void(int rank)> rank_done, CommKernel kernel = {});
 
   /// Launches rank `rank`'s kernel now: it takes its SMs and sends its messages.
   void start(int rank);
-  /// Payload bytes that leave their GPU.
-  double total_bytes() const;
+  /// Payload bytes that leave their source GPU (forwarding hops not counted again).
+  double total_bytes() const { return total_bytes_; }
   /// Of those, the bytes moved by Copy Engine copies (0 unless the engine is copy_engine).
-  double copy_engine_bytes() const;
+  double copy_engine_bytes() const { return copy_engine_bytes_; }
+  /// Payload bytes that cross from one node to another.
+  double internode_bytes() const { return internode_bytes_; }
 
  private:
-  void send_kernel_messages(int rank);
-  void message_done(int src, int dst);
-  void maybe_finish(int rank);
-
-  /// One message: a (src, dst) pair with bytes to move.
-  struct Message {
-    int dst = 0;
+  /// One hop: `from` -> `to`, on a kernel or a Copy Engine, starting when its conditions are met.
+  struct Hop {
+    int from = 0;
+    int to = 0;
     double bytes = 0;
     bool by_copy_engine = false;
+    int pending = 0;       ///< ranks still to start (or, for the sender of a kernel hop, to be ready)
+    bool moved = false;    ///< its own bytes have arrived
+    int inputs_left = 0;   ///< hops whose bytes it passes on, not yet done
+    std::vector<int> feeds;  ///< hops that pass its bytes on
   };
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
   /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
   struct RankState {
-    std::size_t first_message = 0;  ///< its messages are messages_[first_message, first_message + sends)
-    int sends = 0;
-    int sends_left = 0;
-    int receives = 0;
-    int receives_left = 0;
+    int hops_left = 0;            ///< hops from or to it not yet done
+    bool moves = false;           ///< some hop touches it
     bool holds_sms = false;       ///< runs a communication kernel
     bool paying_fixed = false;    ///< its kernel is in its fixed cost
     bool started = false;
     bool finished = false;
     Time_ps start_ps = 0;
   };
+  /// A hop and the ranks whose start (or, for the sender of a kernel hop, kernel readiness) it awaits.
+  struct HopSpec {
+    Hop hop;
+    std::vector<int> after_start;
+    int after_ready = -1;
+    /// Part of source `stream`'s traffic with node `node`: its RDMA hop, or a forwarding NVLink hop.
+    int stream = -1;
+    int node = -1;
+    bool rdma = false;
+  };
+
+  void add_hops(const ExchangePayload& payload, std::vector<HopSpec>& specs);
+  void index_waits(const std::vector<HopSpec>& specs);
+  void link_streams(const std::vector<HopSpec>& specs, bool to_sources);
+  void release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank);
+  void launch(int hop);
+  void hop_moved(int hop);
+  void hop_done(int hop);
+  void kernel_ready(int rank);
+  void maybe_finish(int rank);
 
   SimContext& context_;
   std::string name_;
   Pass pass_;
   std::function<void(int)> rank_done_;
   CommKernel kernel_;
-  std::vector<Message> messages_;  ///< by source rank, then destination
+  std::vector<Hop> hops_;
   std::vector<RankState> ranks_;
+  // Hops waiting on each rank, as offsets into flat lists (CSR): by its start, and by its kernel ready.
+  std::vector<int> start_offsets_, start_hops_;
+  std::vector<int> ready_offsets_, ready_hops_;
   double total_bytes_ = 0;
   double copy_engine_bytes_ = 0;
+  double internode_bytes_ = 0;
 };
 
 }  // namespace epsim

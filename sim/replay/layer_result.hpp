@@ -24,6 +24,7 @@ struct LayerResult {
   // Bytes moved, by what they are and what carried them (payload, both passes).
   double ep_token_bytes = 0;
   double ce_token_bytes = 0;
+  double internode_token_bytes = 0;  ///< of the EP token bytes, those that cross between nodes (RDMA)
   double weight_bytes = 0;
   double gradient_bytes = 0;
 

@@ -6,10 +6,11 @@
 
 namespace epsim {
 
-LayerRun::LayerRun(SimContext& context, const Plan& plan, const std::vector<std::int64_t>& local_tokens,
-                   bool backward)
+LayerRun::LayerRun(SimContext& context, const Plan& plan, const ExchangeFanout& fanout,
+                   const std::vector<std::int64_t>& local_tokens, bool backward)
     : ctx_(context),
       plan_(plan),
+      fanout_(fanout),
       local_tokens_(local_tokens),
       backward_(backward),
       n_(context.num_gpus()),
@@ -62,11 +63,6 @@ void LayerRun::build_groups() {
     group.input_stage = std::max(group.input_stage, r.stage);
     add_stage(group, r.stage);
   }
-  // Each stage's byte matrix reads only its own routes, so that many stages do not multiply the work.
-  routes_of_stage_.assign(static_cast<std::size_t>(stages_), {});
-  for (std::size_t index = 0; index < plan_.routes.size(); ++index)
-    if (plan_.routes[index].stage >= 0)
-      routes_of_stage_[static_cast<std::size_t>(plan_.routes[index].stage)].push_back(index);
   ce_weights_pending_.assign(plan_.instances.size(), 0);
   for (const Transfer& t : plan_.transfers) {
     if (t.pass != PassKind::forward || t.bytes <= 0) continue;
@@ -105,22 +101,21 @@ double LayerRun::leg_bytes(const CeLeg& leg, TokenPhase phase) const {
   return leg.tokens * ctx_.token_bytes(phase);
 }
 
-std::vector<std::vector<double>> LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) const {
-  std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
-  for (const std::size_t index : routes_of_stage_[static_cast<std::size_t>(stage)]) {
-    const TokenRoute& r = plan_.routes[index];
-    if (r.tokens <= 0) continue;
-    const int dst = plan_.instances[r.instance].gpu;
-    // The EP leg: to the intermediate GPU of a two-phase route, or straight to the instance.
-    int to = -1;
-    if (r.via_gpu >= 0) to = r.via_gpu;
-    else if (r.carrier == Carrier::ep_backend) to = dst;
-    if (to < 0 || to == r.src_rank) continue;
-    const double b = static_cast<double>(r.tokens) * bytes_per_token;
-    if (reverse) bytes[to][r.src_rank] += b;
-    else bytes[r.src_rank][to] += b;
+ExchangePayload LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) const {
+  ExchangePayload payload;
+  payload.to_sources = reverse;
+  payload.gpu_bytes.assign(n_, std::vector<double>(n_, 0.0));
+  // Each stage reads only its own legs, so that many stages do not multiply the work.
+  for (const LegTokens& leg : fanout_.gpu_legs(stage)) {
+    const double b = leg.tokens * bytes_per_token;
+    if (reverse) payload.gpu_bytes[leg.dst][leg.src] += b;
+    else payload.gpu_bytes[leg.src][leg.dst] += b;
   }
-  return bytes;
+  if (fanout_.copies() == TokenCopies::per_node) {
+    payload.node_bytes.assign(n_, std::vector<double>(ctx_.topology().num_nodes(), 0.0));
+    for (const LegTokens& leg : fanout_.node_legs(stage)) payload.node_bytes[leg.src][leg.dst] += leg.tokens * bytes_per_token;
+  }
+  return payload;
 }
 
 std::vector<std::vector<double>> LayerRun::transfer_bytes(PassKind pass) const {
@@ -137,7 +132,7 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   const bool fwd = which == Pass::forward;
   // Token exchanges run with their phase's kernel; weights and gradients on the EP backend's kernel
   // with no fixed cost of their own.
-  auto add = [&](OpKind kind, int stage, const std::string& name, std::vector<std::vector<double>> bytes,
+  auto add = [&](OpKind kind, int stage, const std::string& name, ExchangePayload bytes,
                  CommKernel kernel) {
     const std::size_t index = p.ops.size();
     CommOp op;
@@ -152,6 +147,7 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
     } else {
       result_.ep_token_bytes += op.collective->total_bytes() - op.collective->copy_engine_bytes();
       result_.ce_token_bytes += op.collective->copy_engine_bytes();
+      result_.internode_token_bytes += op.collective->internode_bytes();
     }
     p.ops.push_back(std::move(op));
   };

@@ -24,6 +24,7 @@
 
 #include "sim/plan/plan.hpp"
 #include "sim/replay/all_to_all.hpp"
+#include "sim/replay/exchange_fanout.hpp"
 #include "sim/replay/layer_result.hpp"
 #include "sim/replay/sim_context.hpp"
 
@@ -32,7 +33,9 @@ namespace epsim {
 class LayerRun {
  public:
   /// `local_tokens[g]`: tokens rank g feeds into the layer (its shared experts compute them).
-  LayerRun(SimContext& context, const Plan& plan, const std::vector<std::int64_t>& local_tokens, bool backward);
+  /// `fanout`: the distinct tokens each EP leg of `plan` carries (the copies the backend moves).
+  LayerRun(SimContext& context, const Plan& plan, const ExchangeFanout& fanout,
+           const std::vector<std::int64_t>& local_tokens, bool backward);
   /// Runs the event loop to completion and returns the totals and the timeline.
   LayerResult run();
 
@@ -83,8 +86,8 @@ class LayerRun {
 
   void build_groups();  ///< groups, their inputs, and the Copy Engine legs into them
   void init_nodes();
-  /// Payload of exchange stage `stage` per (src, dst), `bytes_per_token` each; reverse: back to the sources.
-  std::vector<std::vector<double>> stage_bytes(int stage, bool reverse, double bytes_per_token) const;
+  /// Payload of exchange stage `stage`, `bytes_per_token` per token copy; reverse: back to the sources.
+  ExchangePayload stage_bytes(int stage, bool reverse, double bytes_per_token) const;
   /// Bytes of a Copy Engine leg in `phase`.
   double leg_bytes(const CeLeg& leg, TokenPhase phase) const;
   std::vector<std::vector<double>> transfer_bytes(PassKind pass) const;
@@ -109,6 +112,7 @@ class LayerRun {
 
   SimContext& ctx_;
   const Plan& plan_;
+  const ExchangeFanout& fanout_;
   const std::vector<std::int64_t>& local_tokens_;
   bool backward_;
   int n_;
@@ -117,7 +121,6 @@ class LayerRun {
   std::vector<Group> groups_;
   std::vector<std::vector<int>> groups_of_;  ///< per GPU, group ids in plan order
   std::vector<CeLeg> ce_legs_;
-  std::vector<std::vector<std::size_t>> routes_of_stage_;  ///< per exchange stage, its routes in plan order
   std::vector<int> ce_weights_pending_;      ///< per instance: Copy Engine weight copies still arriving
   std::vector<bool> planner_ready_;          ///< per node
   std::vector<int> node_dispatch_left_;      ///< per node: GPUs whose dispatch is not done yet

@@ -93,11 +93,12 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
         throw BalancerCannotServe(hardware_file, record_place, cannot + *overflow);
     LayerResult result, balanced;
     try {
-      result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward);
+      result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward, &record);
       // The oracle's run is the reference for exposed overhead; when the oracle is the balancer, it is
       // the run just made.
       if (!is_oracle)
-        balanced = simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward);
+        balanced = simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward,
+                                  &record);
     } catch (const TimeOverflow& e) {
       throw InputError(hardware_file, record_place,
                        std::string(e.what()) + " (hardware " + spec.hardware.name + ", model " + spec.model.name +

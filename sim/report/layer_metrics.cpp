@@ -103,6 +103,7 @@ LayerMetrics compute_layer_metrics(const MetricsInput& in) {
 
   m.ep_token_bytes = r.ep_token_bytes;
   m.ce_token_bytes = r.ce_token_bytes;
+  m.internode_token_bytes = r.internode_token_bytes;
   m.weight_bytes = r.weight_bytes;
   m.gradient_bytes = r.gradient_bytes;
   m.planner_us = ps_to_us(plan.planner.duration_ps);
@@ -162,6 +163,7 @@ const std::vector<Column>& columns() {
       {"bound_unsplit_expert", [](const LayerMetrics& m) { return fmt(m.bound_unsplit_expert); }},
       {"ep_token_bytes", [](const LayerMetrics& m) { return fmt(m.ep_token_bytes); }},
       {"ce_token_bytes", [](const LayerMetrics& m) { return fmt(m.ce_token_bytes); }},
+      {"internode_token_bytes", [](const LayerMetrics& m) { return fmt(m.internode_token_bytes); }},
       {"weight_bytes", [](const LayerMetrics& m) { return fmt(m.weight_bytes); }},
       {"gradient_bytes", [](const LayerMetrics& m) { return fmt(m.gradient_bytes); }},
       {"planner_us", [](const LayerMetrics& m) { return fmt(m.planner_us); }},

@@ -26,6 +26,7 @@ struct LayerMetrics {
   double balanced_layer_time_us = 0, exposed_overhead_us = 0;
   double bound_global_mean = 1, bound_nvlink_domain = 1, bound_unsplit_expert = 1;
   double ep_token_bytes = 0, ce_token_bytes = 0, weight_bytes = 0, gradient_bytes = 0;
+  double internode_token_bytes = 0;  ///< of ep_token_bytes, those crossing between nodes
   double planner_us = 0;
   double compute_util_mean = 0, compute_util_max = 0;
   double nvlink_out_util_mean = 0, nvlink_out_util_max = 0;

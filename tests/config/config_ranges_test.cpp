@@ -118,3 +118,15 @@ TEST_CASE("model: sizes within the trace format's and the engine's limits; moe_l
         "9:1: tokens_per_microbatch is no longer read: the trace gives the tokens each rank feeds every MoE "
         "layer; remove the key");
 }
+
+TEST_CASE("hardware: ep_backend.token_copies is one of three, and per_node needs rail forwarding") {
+  CHECK(load_error("hardware", replaced(kHardware, "internode_route: rail_forward",
+                                        "internode_route: rail_forward, token_copies: per_node")) == "");
+  const std::string bad = load_error("hardware", replaced(kHardware, "internode_route: rail_forward",
+                                                          "internode_route: rail_forward, token_copies: per_rank"));
+  CHECK(bad.find("ep_backend.token_copies") != std::string::npos);
+  CHECK(bad.find("per_expert, per_gpu, per_node") != std::string::npos);
+  const std::string direct = load_error("hardware", replaced(kHardware, "internode_route: rail_forward",
+                                                             "internode_route: direct, token_copies: per_node"));
+  CHECK(direct.find("needs internode_route rail_forward, not 'direct'") != std::string::npos);
+}

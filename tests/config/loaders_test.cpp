@@ -61,6 +61,7 @@ TEST_CASE("models/h100-sxm-8.yaml loads with the documented defaults") {
   CHECK(hw.pcie.d2h_GBps == doctest::Approx(55.2));
   CHECK(hw.ep_backend.comm_sms == 20);
   CHECK(hw.ep_backend.internode_route == "rail_forward");
+  CHECK(hw.ep_backend.token_copies == epsim::TokenCopies::per_node);
   CHECK(hw.ep_backend.nvlink_efficiency == doctest::Approx(0.822));
   REQUIRE_FALSE(hw.ep_backend.message_efficiency.empty());
   CHECK(hw.ep_backend.message_efficiency.back().bytes == 1048576);

@@ -137,7 +137,7 @@ TEST_CASE("every value of a preset has a source comment") {
           "nvlink.latency_us", "infiniband.nic_bw_GBps", "infiniband.latency_us", "pcie.h2d_GBps", "pcie.d2h_GBps",
           "pcie.latency_us", "ep_backend.comm_sms", "ep_backend.sm_GBps", "ep_backend.dispatch_fixed_us",
           "ep_backend.combine_fixed_us", "ep_backend.dispatch_engine", "ep_backend.combine_engine",
-          "ep_backend.internode_route", "ep_backend.nvlink_efficiency", "ep_backend.ib_efficiency",
+          "ep_backend.internode_route", "ep_backend.token_copies", "ep_backend.nvlink_efficiency", "ep_backend.ib_efficiency",
           "ep_backend.message_efficiency"}) {
       CAPTURE(key);
       CHECK(c.keys.count(key) == 1);

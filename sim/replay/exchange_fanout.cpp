@@ -1,0 +1,183 @@
+#include "sim/replay/exchange_fanout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+namespace epsim {
+namespace {
+
+/// The GPU a route's EP leg goes to, or -1 when it has none (computed where it is, or moved by the
+/// Copy Engine only): the intermediate GPU of a two-phase route, else the instance's GPU.
+int ep_leg_target(const Plan& plan, const TokenRoute& r) {
+  if (r.tokens <= 0 || r.stage < 0) return -1;
+  int to = -1;
+  if (r.via_gpu >= 0) to = r.via_gpu;
+  else if (r.carrier == Carrier::ep_backend) to = plan.instances[static_cast<std::size_t>(r.instance)].gpu;
+  return to == r.src_rank ? -1 : to;
+}
+
+/// (stage, src, dst) packed in one key; bounded by kMaxExchangeStages and kMaxPlanGpus (2^20 x 2^16 x 2^16).
+std::uint64_t leg_key(int stage, int src, int dst) {
+  return (static_cast<std::uint64_t>(stage) << 32) | (static_cast<std::uint64_t>(src) << 16) |
+         static_cast<std::uint64_t>(dst);
+}
+
+/// Sorted per-stage leg lists from keyed totals.
+std::vector<std::vector<LegTokens>> to_legs(const std::unordered_map<std::uint64_t, double>& totals, int stages) {
+  std::vector<std::pair<std::uint64_t, double>> sorted(totals.begin(), totals.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::vector<LegTokens>> legs(static_cast<std::size_t>(stages));
+  for (const auto& [key, tokens] : sorted) {
+    if (tokens <= 0) continue;
+    legs[key >> 32].push_back({static_cast<int>((key >> 16) & 0xFFFF), static_cast<int>(key & 0xFFFF), tokens});
+  }
+  return legs;
+}
+
+}  // namespace
+
+ExchangeFanout::ExchangeFanout(const Plan& plan, const TraceRecord* record, const ModelSpec& model,
+                               TokenCopies copies, int gpus_per_node)
+    : copies_(copies), gpus_per_node_(std::max(1, gpus_per_node)), num_gpus_(plan.num_gpus) {
+  const int stages = std::max(1, plan.exchange_stages);
+  gpu_legs_.assign(static_cast<std::size_t>(stages), {});
+  node_legs_.assign(static_cast<std::size_t>(stages), {});
+  if (copies_ == TokenCopies::per_expert) {
+    count_assignments(plan);
+    exact_ = true;
+    return;
+  }
+  if (record != nullptr && !record->token_src_rank.empty() && count_token_ids(plan, *record, model.top_k)) {
+    exact_ = true;
+    return;
+  }
+  expect(plan, model);
+}
+
+void ExchangeFanout::count_assignments(const Plan& plan) {
+  std::unordered_map<std::uint64_t, double> gpu;
+  for (const TokenRoute& r : plan.routes) {
+    const int to = ep_leg_target(plan, r);
+    if (to >= 0) gpu[leg_key(r.stage, r.src_rank, to)] += static_cast<double>(r.tokens);
+  }
+  gpu_legs_ = to_legs(gpu, static_cast<int>(gpu_legs_.size()));
+}
+
+bool ExchangeFanout::count_token_ids(const Plan& plan, const TraceRecord& record, int top_k) {
+  const int n = plan.num_gpus;
+  const std::size_t tokens = record.token_src_rank.size();
+  if (top_k <= 0 || record.token_experts.size() != tokens * static_cast<std::size_t>(top_k)) return false;
+  int experts = 0;
+  for (const ExpertInstance& inst : plan.instances) experts = std::max(experts, inst.expert + 1);
+  for (const std::uint16_t e : record.token_experts) experts = std::max(experts, static_cast<int>(e) + 1);
+  // The plan's routes for each (source, expert) in plan order, with what each has left to take.
+  const std::size_t pairs = static_cast<std::size_t>(n) * static_cast<std::size_t>(experts);
+  std::vector<std::vector<int>> routes_of(pairs);
+  std::vector<std::int64_t> planned(pairs, 0), recorded(pairs, 0);
+  for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+    const TokenRoute& r = plan.routes[i];
+    if (r.tokens <= 0) continue;
+    const std::size_t pair =
+        static_cast<std::size_t>(r.src_rank) * experts + plan.instances[static_cast<std::size_t>(r.instance)].expert;
+    routes_of[pair].push_back(static_cast<int>(i));
+    planned[pair] += r.tokens;
+  }
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const std::uint32_t s = record.token_src_rank[t];
+    if (s >= static_cast<std::uint32_t>(n)) return false;
+    for (int j = 0; j < top_k; ++j) ++recorded[s * static_cast<std::size_t>(experts) + record.token_experts[t * top_k + j]];
+  }
+  // A plan that does not route exactly the recorded assignments has no token-level reading.
+  if (planned != recorded) return false;
+
+  std::vector<std::size_t> cursor(pairs, 0);
+  std::vector<std::int64_t> left(plan.routes.size());
+  for (std::size_t i = 0; i < plan.routes.size(); ++i) left[i] = plan.routes[i].tokens;
+  std::unordered_map<std::uint64_t, double> gpu, node;
+  std::vector<std::uint64_t> gpu_keys, node_keys;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const int s = static_cast<int>(record.token_src_rank[t]);
+    gpu_keys.clear();
+    node_keys.clear();
+    for (int j = 0; j < top_k; ++j) {
+      const std::size_t pair = static_cast<std::size_t>(s) * experts + record.token_experts[t * top_k + j];
+      // Assignments of one (source, expert) fill its routes in plan order, in token order.
+      while (left[static_cast<std::size_t>(routes_of[pair][cursor[pair]])] == 0) ++cursor[pair];
+      const int route = routes_of[pair][cursor[pair]];
+      --left[static_cast<std::size_t>(route)];
+      const TokenRoute& r = plan.routes[static_cast<std::size_t>(route)];
+      const int to = ep_leg_target(plan, r);
+      if (to < 0) continue;
+      gpu_keys.push_back(leg_key(r.stage, s, to));
+      if (copies_ == TokenCopies::per_node && to / gpus_per_node_ != s / gpus_per_node_)
+        node_keys.push_back(leg_key(r.stage, s, to / gpus_per_node_));
+    }
+    for (std::vector<std::uint64_t>* keys : {&gpu_keys, &node_keys}) {
+      std::sort(keys->begin(), keys->end());
+      keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+    }
+    for (const std::uint64_t key : gpu_keys) gpu[key] += 1;
+    for (const std::uint64_t key : node_keys) node[key] += 1;
+  }
+  gpu_legs_ = to_legs(gpu, static_cast<int>(gpu_legs_.size()));
+  node_legs_ = to_legs(node, static_cast<int>(node_legs_.size()));
+  return true;
+}
+
+void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
+  const int n = plan.num_gpus;
+  const double k = static_cast<double>(std::max(1, model.top_k));
+  // Without group limits the rule is the one-group case: every token picks the single group.
+  const bool grouped = model.routing.limited();
+  const int groups = grouped ? model.routing.groups : 1;
+  const double per_token = grouped ? model.routing.groups_per_token : 1;
+  int experts = 0;
+  for (const ExpertInstance& inst : plan.instances) experts = std::max(experts, inst.expert + 1);
+  experts = std::max(experts, model.num_experts);
+  const int group_size = std::max(1, experts / groups);
+
+  // Each source's assignments in all (its tokens) and per group; then per (stage, source, target, group).
+  std::vector<double> slots(static_cast<std::size_t>(n), 0.0);
+  std::vector<double> group_slots(static_cast<std::size_t>(n) * groups, 0.0);
+  std::map<std::pair<std::uint64_t, int>, double> gpu, node;  // ((stage, src, target), group): assignments
+  for (const TokenRoute& r : plan.routes) {
+    if (r.tokens <= 0) continue;
+    const int g = std::min(groups - 1, plan.instances[static_cast<std::size_t>(r.instance)].expert / group_size);
+    const double a = static_cast<double>(r.tokens);
+    slots[static_cast<std::size_t>(r.src_rank)] += a;
+    group_slots[static_cast<std::size_t>(r.src_rank) * groups + g] += a;
+    const int to = ep_leg_target(plan, r);
+    if (to < 0) continue;
+    gpu[{leg_key(r.stage, r.src_rank, to), g}] += a;
+    if (copies_ == TokenCopies::per_node && to / gpus_per_node_ != r.src_rank / gpus_per_node_)
+      node[{leg_key(r.stage, r.src_rank, to / gpus_per_node_), g}] += a;
+  }
+  const auto expected = [&](const std::map<std::pair<std::uint64_t, int>, double>& shares) {
+    std::unordered_map<std::uint64_t, double> out;
+    for (auto it = shares.begin(); it != shares.end();) {
+      const std::uint64_t key = it->first.first;
+      const int s = static_cast<int>((key >> 16) & 0xFFFF);
+      const double total = slots[static_cast<std::size_t>(s)];
+      double missed = 1.0;  // probability that a token reaches the target through none of its groups
+      double assigned = 0;
+      for (; it != shares.end() && it->first.first == key; ++it) {
+        const double a_g = group_slots[static_cast<std::size_t>(s) * groups + it->first.second] / total;
+        const double a_dg = it->second / total;
+        const double q_g = std::min(1.0, per_token * a_g);
+        const double in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a_dg / a_g), k * a_g / q_g);
+        missed *= 1.0 - q_g * in_group;
+        assigned += it->second;
+      }
+      const double tokens = total / k;
+      // Keep the rule's bounds exact against rounding: at least A / K tokens, at most min(A, n_s).
+      out[key] = std::clamp(tokens * (1.0 - missed), assigned / k, std::min(assigned, tokens));
+    }
+    return out;
+  };
+  gpu_legs_ = to_legs(expected(gpu), static_cast<int>(gpu_legs_.size()));
+  node_legs_ = to_legs(expected(node), static_cast<int>(node_legs_.size()));
+}
+
+}  // namespace epsim

@@ -1,0 +1,101 @@
+// Distinct tokens per EP leg (ExchangeFanout): exact from token ids, and the expectation rule from
+// counts, each against figures worked out by hand.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "sim/balancers/static_ep.hpp"
+#include "sim/replay/exchange_fanout.hpp"
+#include "tests/sim/simple_cluster.hpp"
+
+using namespace epsim;
+
+namespace {
+
+// 2 nodes x 2 GPUs, 8 experts (2 per GPU: experts 4, 5 on GPU 2 and 6, 7 on GPU 3), top-2. Rank 0 has
+// two tokens: A -> {4, 5} (both on GPU 2) and B -> {4, 6} (GPU 2 and GPU 3).
+struct TwoTokens {
+  HardwareSpec hw = test::simple_hardware(2, 2);
+  ModelSpec model = test::simple_model(8, 2);
+  TraceRecord record;
+  Plan plan;
+  TwoTokens() {
+    hw.ep_backend.internode_route = "rail_forward";
+    record = test::record_of({{0, 0, 0, 0, 2, 1, 1, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0},
+                              {0, 0, 0, 0, 0, 0, 0, 0}});
+    record.token_src_rank = {0, 0};
+    record.token_experts = {4, 5, 4, 6};
+    plan = StaticEp().plan(record, test::context_for(model, hw));
+  }
+};
+
+double tokens_to(const std::vector<LegTokens>& legs, int src, int dst) {
+  for (const LegTokens& leg : legs)
+    if (leg.src == src && leg.dst == dst) return leg.tokens;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("per_expert copies are the plan's assignments") {
+  const TwoTokens t;
+  const ExchangeFanout f(t.plan, &t.record, t.model, TokenCopies::per_expert, 2);
+  CHECK(tokens_to(f.gpu_legs(0), 0, 2) == 3);  // A's two assignments and B's first
+  CHECK(tokens_to(f.gpu_legs(0), 0, 3) == 1);
+  CHECK(f.node_legs(0).empty());
+}
+
+TEST_CASE("token ids give one copy per destination GPU, and per_node one per destination node") {
+  const TwoTokens t;
+  const ExchangeFanout per_gpu(t.plan, &t.record, t.model, TokenCopies::per_gpu, 2);
+  CHECK(per_gpu.exact());
+  CHECK(tokens_to(per_gpu.gpu_legs(0), 0, 2) == 2);  // A and B once each
+  CHECK(tokens_to(per_gpu.gpu_legs(0), 0, 3) == 1);  // B
+  CHECK(per_gpu.node_legs(0).empty());
+  const ExchangeFanout per_node(t.plan, &t.record, t.model, TokenCopies::per_node, 2);
+  CHECK(tokens_to(per_node.gpu_legs(0), 0, 2) == 2);
+  CHECK(tokens_to(per_node.node_legs(0), 0, 1) == 2);  // A and B cross to node 1 once each
+  CHECK(per_node.node_legs(0).size() == 1);
+}
+
+TEST_CASE("without token ids the copies are the expectation of independent slots") {
+  TwoTokens t;
+  t.record.token_src_rank.clear();
+  t.record.token_experts.clear();
+  const ExchangeFanout f(t.plan, &t.record, t.model, TokenCopies::per_node, 2);
+  CHECK_FALSE(f.exact());
+  // n = 2 tokens, K = 2. GPU 2 takes 3 of the 4 slots: 2 (1 - (1 - 3/4)^2) = 1.875; GPU 3 takes one:
+  // 2 (1 - (3/4)^2) = 0.875; node 1 takes all four: 2 tokens.
+  CHECK(tokens_to(f.gpu_legs(0), 0, 2) == doctest::Approx(1.875));
+  CHECK(tokens_to(f.gpu_legs(0), 0, 3) == doctest::Approx(0.875));
+  CHECK(tokens_to(f.node_legs(0), 0, 1) == doctest::Approx(2.0));
+}
+
+TEST_CASE("a plan whose routes do not match the token ids falls back to the expectation") {
+  TwoTokens t;
+  t.record.token_experts = {4, 5, 4, 7};  // B's second expert differs from the counts the plan was made from
+  const ExchangeFanout f(t.plan, &t.record, t.model, TokenCopies::per_gpu, 2);
+  CHECK_FALSE(f.exact());
+  CHECK(tokens_to(f.gpu_legs(0), 0, 2) == doctest::Approx(1.875));
+}
+
+TEST_CASE("group-limited routing: a token reaches only the GPUs of its groups") {
+  // 4 GPUs in 2 nodes, 8 experts in 4 groups of 2 (one group per GPU), top-2 within 1 group: every
+  // token of rank 0 takes both experts of one group. 4 tokens, one expert slot each per expert.
+  HardwareSpec hw = test::simple_hardware(2, 2);
+  hw.ep_backend.internode_route = "rail_forward";
+  ModelSpec model = test::simple_model(8, 2);
+  model.routing.groups = 4;
+  model.routing.groups_per_token = 1;
+  const TraceRecord record = test::record_of({{1, 1, 1, 1, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 0, 0, 0},
+                                              {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}});
+  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
+  const ExchangeFanout f(plan, &record, model, TokenCopies::per_node, 2);
+  // Each group holds a quarter of the slots: q = min(1, 1 x 1/4) = 1/4 of the tokens pick it and put
+  // both slots in it, so each GPU receives exactly 4 x 1/4 = 1 token (independent slots would say
+  // 4 (1 - (3/4)^2) = 1.75).
+  for (int gpu = 1; gpu < 4; ++gpu) CHECK(tokens_to(f.gpu_legs(0), 0, gpu) == doctest::Approx(1.0));
+  // Node 1 holds groups 2 and 3: 4 (1 - (1 - 1/4)^2) = 1.75 under the rule's independent groups, raised
+  // to the bound A / K = 4 / 2 = 2 (a token puts at most K slots there), which is exact here.
+  CHECK(tokens_to(f.node_legs(0), 0, 1) == doctest::Approx(2.0));
+}
