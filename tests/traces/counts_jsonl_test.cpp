@@ -137,6 +137,15 @@ TEST_CASE("counts-jsonl: every defect is one error naming the file and the line"
   CHECK(has(e, "in.jsonl:line 2 (each"));
   e = import_error("missing", {kHeader, ok0, ok1, R"({"step":1,"micro_batch":0,"layer":7,"rank":1,"counts":[0,0,1,1]})"});
   CHECK(has(e, "in.jsonl:line 4: no line for (step 1, micro_batch 0, layer 7, rank 0)"));
+  // The same two defects in a file whose lines are out of order (read through the index of lines).
+  const std::string later0 = R"({"step":1,"micro_batch":0,"layer":7,"rank":0,"counts":[2,0,0,0]})";
+  const std::string later1 = R"({"step":1,"micro_batch":0,"layer":7,"rank":1,"counts":[2,0,0,0]})";
+  e = import_error("duplicate_unsorted", {kHeader, later0, ok0, ok1, later1, later0});
+  CHECK(has(e, "in.jsonl:line 6: duplicate line for (step 1, micro_batch 0, layer 7, rank 0): already at "));
+  CHECK(has(e, "in.jsonl:line 2 (each"));
+  e = import_error("missing_unsorted", {kHeader, later1, ok0, ok1});
+  CHECK(has(e, "in.jsonl:line 2: no line for (step 1, micro_batch 0, layer 7, rank 0)"));
+  CHECK(import_error("fine_unsorted", {kHeader, later1, ok0, ok1, later0}).empty());
   e = import_error("noprov", {R"({"format":"epsim-counts-jsonl","version":1,"num_experts":4,"top_k":2,"num_ranks":2,"layer_ids":[7]})", ok0, ok1});
   CHECK(has(e, "in.jsonl:line 1: the header lacks \"provenance\""));
   e = import_error("version", {R"({"format":"epsim-counts-jsonl","version":2,"num_experts":4,"top_k":2,"num_ranks":2,"layer_ids":[7],"provenance":"x"})"});

@@ -216,9 +216,237 @@ bool read_counts(const std::string& text, std::uint32_t* row, std::uint32_t expe
   return sum == expected_sum;
 }
 
+/// The integer value of `"key":` in a line pass 1 has checked (the last such key, as the parser keeps
+/// it); false when it is not there any more.
+bool read_key(const std::string& text, const char* key, std::uint64_t& out) {
+  const std::string quoted = std::string("\"") + key + "\"";
+  std::size_t i = text.rfind(quoted);
+  if (i == std::string::npos) return false;
+  i += quoted.size();
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ':')) ++i;
+  const std::size_t start = i;
+  out = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9' && out <= 0xffffffffull) out = out * 10 + (text[i++] - '0');
+  return i != start && out <= 0xffffffffull;
+}
+
+/// Reads the key and the counts of a line pass 1 has checked into `entry` (its step, micro_batch,
+/// layer, rank and sum) and `row`. False when the line is no longer what pass 1 saw.
+bool read_checked_line(const std::string& text, const CountsHeader& h,
+                       const std::map<std::uint32_t, std::uint32_t>& layer_index, LineEntry& entry,
+                       std::uint32_t* row) {
+  std::uint64_t step = 0, micro_batch = 0, layer = 0, rank = 0;
+  if (!read_key(text, "step", step) || !read_key(text, "micro_batch", micro_batch) ||
+      !read_key(text, "layer", layer) || !read_key(text, "rank", rank) || rank >= h.ranks)
+    return false;
+  const auto it = layer_index.find(static_cast<std::uint32_t>(layer));
+  if (it == layer_index.end()) return false;
+  entry.step = static_cast<std::uint32_t>(step);
+  entry.micro_batch = static_cast<std::uint32_t>(micro_batch);
+  entry.layer = it->second;
+  entry.rank = static_cast<std::uint32_t>(rank);
+  const std::size_t key = text.rfind("\"counts\"");
+  if (key == std::string::npos) return false;
+  std::size_t i = text.find('[', key);
+  if (i == std::string::npos) return false;
+  ++i;
+  entry.sum = 0;
+  for (std::uint32_t e = 0; e < h.experts; ++e) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == ',')) ++i;
+    std::uint64_t v = 0;
+    const std::size_t start = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= 0xffffffffull) v = v * 10 + (text[i++] - '0');
+    if (i == start || v > 0xffffffffull) return false;
+    row[e] = static_cast<std::uint32_t>(v);
+    entry.sum += v;
+  }
+  return entry.sum % h.top_k == 0;
+}
+
 std::string key_text(const LineEntry& e, const CountsHeader& h) {
   return "(step " + std::to_string(e.step) + ", micro_batch " + std::to_string(e.micro_batch) + ", layer " +
          std::to_string(h.layer_ids[e.layer]) + ", rank " + std::to_string(e.rank) + ")";
+}
+
+
+/// What pass 1 learnt: the headers, the layer numbering, and whether every file's lines come in
+/// (step, micro_batch, layer) order (ranks in any order), as the recorder writes them.
+struct CheckedInputs {
+  std::vector<CountsHeader> headers;
+  std::map<std::uint32_t, std::uint32_t> layer_index;
+  bool sorted = true;
+};
+
+bool record_less(const LineEntry& a, const LineEntry& b) {
+  return std::tie(a.step, a.micro_batch, a.layer) < std::tie(b.step, b.micro_batch, b.layer);
+}
+
+/// Pass 1: every header and line checked, keeping nothing per line.
+CheckedInputs check_files(const std::vector<std::string>& files) {
+  CheckedInputs in;
+  for (std::uint32_t f = 0; f < files.size(); ++f) {
+    TextLines lines(files[f]);
+    in.headers.push_back(parse_header(lines));
+    if (f == 0) {
+      for (std::uint32_t i = 0; i < in.headers[0].layer_ids.size(); ++i) in.layer_index[in.headers[0].layer_ids[i]] = i;
+    } else {
+      check_same_shape(lines, in.headers.back(), in.headers[0], files[0]);
+    }
+    std::string text;
+    LineEntry entry, previous;
+    bool any = false;
+    while (lines.next(text)) {
+      if (text.find_first_not_of(" \t") == std::string::npos) continue;
+      parse_data_line(lines, text, in.headers.back(), in.layer_index, entry);
+      if (any && record_less(entry, previous)) in.sorted = false;
+      previous = entry;
+      any = true;
+    }
+  }
+  return in;
+}
+
+std::string place_of(std::uint64_t line) { return "line " + std::to_string(line); }
+
+[[noreturn]] void duplicate_line(const std::vector<std::string>& files, const CountsHeader& h, const LineEntry& again,
+                                 std::uint32_t first_file, std::uint64_t first_line) {
+  throw InputError(files[again.file], place_of(again.line),
+                   "duplicate line for " + key_text(again, h) + ": already at " + files[first_file] + ":" +
+                       place_of(first_line) +
+                       " (each (step, micro_batch, layer, rank) must appear once in all the files together)");
+}
+
+/// `present` is a line of the record that lacks rank `missing`.
+[[noreturn]] void missing_rank(const std::vector<std::string>& files, const std::vector<CountsHeader>& headers,
+                               const LineEntry& present, std::uint32_t missing) {
+  const CountsHeader& h = headers[0];
+  LineEntry want = present;
+  want.rank = missing;
+  const std::string needs =
+      "(every (step, micro_batch, layer) needs all num_ranks = " + std::to_string(h.ranks) + " ranks)";
+  // Name the file that should hold the line when a header says which file holds that rank.
+  for (std::size_t f = 0; f < headers.size(); ++f)
+    if (headers[f].rank && *headers[f].rank == missing)
+      throw InputError(files[f], "",
+                       "no line for " + key_text(want, h) + ", which " + files[present.file] + ":" +
+                           place_of(present.line) + " has for rank " + std::to_string(present.rank) + " " + needs);
+  throw InputError(files[present.file], place_of(present.line),
+                   "no line for " + key_text(want, h) + " in any of the " + std::to_string(files.size()) + " file(s) " +
+                       needs);
+}
+
+[[noreturn]] void changed(const std::string& file, std::uint64_t line) {
+  throw InputError(file, place_of(line), "the line changed while it was being imported");
+}
+
+/// Sorted files: a merge of the files' line streams, one pending line per file and one record in
+/// memory.
+void write_streamed(const std::vector<std::string>& files, const CheckedInputs& in, TraceWriter& writer) {
+  const CountsHeader& h = in.headers[0];
+  struct Cursor {
+    std::unique_ptr<TextLines> lines;
+    bool has = false;
+    LineEntry entry;
+    std::vector<std::uint32_t> row;
+  };
+  std::vector<Cursor> cursors(files.size());
+  std::string text;
+  const auto advance = [&](std::uint32_t f) {
+    Cursor& c = cursors[f];
+    c.has = false;
+    while (c.lines->next(text)) {
+      if (text.find_first_not_of(" \t") == std::string::npos) continue;
+      c.entry.file = f;
+      c.entry.line = c.lines->line_number();
+      if (!read_checked_line(text, h, in.layer_index, c.entry, c.row.data())) changed(files[f], c.entry.line);
+      c.has = true;
+      return;
+    }
+  };
+  for (std::uint32_t f = 0; f < files.size(); ++f) {
+    cursors[f].lines = std::make_unique<TextLines>(files[f]);
+    cursors[f].lines->next(text);  // the header, checked in pass 1
+    cursors[f].row.resize(h.experts);
+    advance(f);
+  }
+  TraceRecord record;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> seen(h.ranks);  // (file, line) per rank; line 0 = none
+  while (true) {
+    const LineEntry* next = nullptr;
+    for (const Cursor& c : cursors)
+      if (c.has && (!next || record_less(c.entry, *next))) next = &c.entry;
+    if (!next) break;
+    const LineEntry key = *next;
+    record.step = key.step;
+    record.micro_batch = key.micro_batch;
+    record.layer = key.layer;
+    record.counts.assign(static_cast<std::size_t>(h.ranks) * h.experts, 0);
+    std::fill(seen.begin(), seen.end(), std::make_pair(0u, std::uint64_t{0}));
+    LineEntry present = key;
+    for (std::uint32_t f = 0; f < cursors.size(); ++f) {
+      Cursor& c = cursors[f];
+      while (c.has && !record_less(key, c.entry) && !record_less(c.entry, key)) {
+        const std::uint32_t r = c.entry.rank;
+        if (seen[r].second != 0) duplicate_line(files, h, c.entry, seen[r].first, seen[r].second);
+        seen[r] = {f, c.entry.line};
+        present = c.entry;
+        std::copy(c.row.begin(), c.row.end(), record.counts.begin() + static_cast<std::ptrdiff_t>(r) * h.experts);
+        advance(f);
+      }
+    }
+    for (std::uint32_t r = 0; r < h.ranks; ++r)
+      if (seen[r].second == 0) missing_rank(files, in.headers, present, r);
+    writer.write(record);
+  }
+}
+
+/// Files in any order: an index of every line (48 bytes each), sorted, then the lines of one record
+/// at a time read again at their offsets.
+void write_indexed(const std::vector<std::string>& files, const CheckedInputs& in, TraceWriter& writer) {
+  const CountsHeader& h = in.headers[0];
+  std::vector<LineEntry> entries;
+  std::vector<std::uint32_t> row(h.experts);
+  std::string text;
+  for (std::uint32_t f = 0; f < files.size(); ++f) {
+    TextLines lines(files[f]);
+    lines.next(text);  // the header, checked in pass 1
+    LineEntry entry;
+    entry.file = f;
+    while (lines.next(text)) {
+      if (text.find_first_not_of(" \t") == std::string::npos) continue;
+      entry.line = lines.line_number();
+      entry.offset = lines.offset();
+      if (!read_checked_line(text, h, in.layer_index, entry, row.data())) changed(files[f], entry.line);
+      entries.push_back(entry);
+    }
+  }
+  std::stable_sort(entries.begin(), entries.end(), key_less);
+  for (std::size_t i = 1; i < entries.size(); ++i)
+    if (!key_less(entries[i - 1], entries[i])) duplicate_line(files, h, entries[i], entries[i - 1].file, entries[i - 1].line);
+  // Sorted and without duplicates, a record is complete when it has R lines, ranks 0 .. R-1.
+  for (std::size_t i = 0; i < entries.size();) {
+    std::size_t j = i;
+    for (std::uint32_t r = 0; j < entries.size() && same_record(entries[i], entries[j]); ++j, ++r)
+      if (entries[j].rank != r) missing_rank(files, in.headers, entries[i], r);
+    if (j - i < h.ranks) missing_rank(files, in.headers, entries[i], static_cast<std::uint32_t>(j - i));
+    i = j;
+  }
+  std::vector<std::unique_ptr<TextLines>> inputs;
+  for (const std::string& f : files) inputs.push_back(std::make_unique<TextLines>(f));
+  TraceRecord record;
+  for (std::size_t i = 0; i < entries.size(); i += h.ranks) {
+    record.step = entries[i].step;
+    record.micro_batch = entries[i].micro_batch;
+    record.layer = entries[i].layer;
+    record.counts.assign(static_cast<std::size_t>(h.ranks) * h.experts, 0);
+    for (std::uint32_t r = 0; r < h.ranks; ++r) {
+      const LineEntry& e = entries[i + r];
+      if (!inputs[e.file]->read_at(e.offset, text) ||
+          !read_counts(text, record.counts.data() + static_cast<std::size_t>(r) * h.experts, h.experts, e.sum))
+        changed(files[e.file], e.line);
+    }
+    writer.write(record);
+  }
 }
 
 }  // namespace
@@ -226,68 +454,14 @@ std::string key_text(const LineEntry& e, const CountsHeader& h) {
 void import_counts_jsonl(const std::vector<std::string>& files, const ProvenanceOptions& labels,
                          const std::string& out_path, bool overwrite) {
   if (files.empty()) throw InputError("epsim trace import counts-jsonl", "", "expected at least one input file");
-  // Pass 1: every header and line checked; one index entry per line.
-  CountsHeader first;
-  std::vector<CountsHeader> headers;
-  std::vector<LineEntry> entries;
-  std::map<std::uint32_t, std::uint32_t> layer_index;
-  for (std::uint32_t f = 0; f < files.size(); ++f) {
-    TextLines lines(files[f]);
-    headers.push_back(parse_header(lines));
-    if (f == 0) {
-      first = headers[0];
-      for (std::uint32_t i = 0; i < first.layer_ids.size(); ++i) layer_index[first.layer_ids[i]] = i;
-    } else {
-      check_same_shape(lines, headers.back(), first, files[0]);
-    }
-    std::string text;
-    LineEntry entry;
-    entry.file = f;
-    while (lines.next(text)) {
-      if (text.find_first_not_of(" \t") == std::string::npos) continue;
-      parse_data_line(lines, text, headers.back(), layer_index, entry);
-      entries.push_back(entry);
-    }
-  }
-  std::stable_sort(entries.begin(), entries.end(), key_less);
-  const auto place = [&](const LineEntry& e) { return "line " + std::to_string(e.line); };
-  for (std::size_t i = 1; i < entries.size(); ++i) {
-    const LineEntry &a = entries[i - 1], &b = entries[i];
-    if (!key_less(a, b))
-      throw InputError(files[b.file], place(b),
-                       "duplicate line for " + key_text(b, first) + ": already at " + files[a.file] + ":" + place(a) +
-                           " (each (step, micro_batch, layer, rank) must appear once in all the files together)");
-  }
-  // Completeness: sorted and without duplicates, a record is complete when it has R lines.
-  for (std::size_t i = 0; i < entries.size();) {
-    std::size_t j = i;
-    std::uint32_t missing = first.ranks;
-    for (std::uint32_t r = 0; j < entries.size() && same_record(entries[i], entries[j]); ++j, ++r)
-      if (entries[j].rank != r && missing == first.ranks) missing = r;
-    if (missing == first.ranks && j - i < first.ranks) missing = static_cast<std::uint32_t>(j - i);
-    if (missing != first.ranks) {
-      LineEntry want = entries[i];
-      want.rank = missing;
-      // Name the file that should hold the line when a header says which file holds that rank.
-      for (std::size_t f = 0; f < headers.size(); ++f)
-        if (headers[f].rank && *headers[f].rank == missing)
-          throw InputError(files[f], "", "no line for " + key_text(want, first) + ", which " + files[entries[i].file] +
-                                             ":" + place(entries[i]) + " has for rank " +
-                                             std::to_string(entries[i].rank) + " (every (step, micro_batch, layer) " +
-                                             "needs all num_ranks = " + std::to_string(first.ranks) + " ranks)");
-      throw InputError(files[entries[i].file], place(entries[i]),
-                       "no line for " + key_text(want, first) + " in any of the " + std::to_string(files.size()) +
-                           " file(s) (every (step, micro_batch, layer) needs all num_ranks = " +
-                           std::to_string(first.ranks) + " ranks)");
-    }
-    i = j;
-  }
+  const CheckedInputs in = check_files(files);
+  const CountsHeader& first = in.headers[0];
 
   // Labels: the distinct provenance and licence texts of the files, in file order, unless given.
   std::string provenance, licence;
   {
     std::set<std::string> seen_p, seen_l;
-    for (const CountsHeader& h : headers) {
+    for (const CountsHeader& h : in.headers) {
       if (seen_p.insert(h.provenance).second) provenance += (provenance.empty() ? "" : " | ") + h.provenance;
       if (!h.licence.empty() && seen_l.insert(h.licence).second) licence += (licence.empty() ? "" : " | ") + h.licence;
     }
@@ -303,25 +477,11 @@ void import_counts_jsonl(const std::vector<std::string>& files, const Provenance
   header.provenance = provenance_label(provenance, licence, labels);
   header.rank_assignment = "recorded: the counts of each source rank as written by the recorder (\"rank\" of every line)";
 
-  // Pass 2: one record at a time, its R lines read again at their offsets.
-  std::vector<std::unique_ptr<TextLines>> inputs;
-  for (const std::string& f : files) inputs.push_back(std::make_unique<TextLines>(f));
   TraceWriter writer(out_path, header, overwrite);
-  TraceRecord record;
-  std::string text;
-  for (std::size_t i = 0; i < entries.size(); i += first.ranks) {
-    record.step = entries[i].step;
-    record.micro_batch = entries[i].micro_batch;
-    record.layer = entries[i].layer;
-    record.counts.assign(static_cast<std::size_t>(first.ranks) * first.experts, 0);
-    for (std::uint32_t r = 0; r < first.ranks; ++r) {
-      const LineEntry& e = entries[i + r];
-      if (!inputs[e.file]->read_at(e.offset, text) ||
-          !read_counts(text, record.counts.data() + static_cast<std::size_t>(r) * first.experts, first.experts, e.sum))
-        throw InputError(files[e.file], place(e), "the line changed while it was being imported");
-    }
-    writer.write(record);
-  }
+  if (in.sorted)
+    write_streamed(files, in, writer);
+  else
+    write_indexed(files, in, writer);
   writer.close();
 }
 
