@@ -10,9 +10,11 @@
 // layer_ids; together the files hold each (step, micro_batch, layer, rank) exactly once and all R
 // ranks of every (step, micro_batch, layer) present.
 //
-// Two passes: the first checks every line and keeps a 48-byte index entry per line (key, file, line
-// number, byte offset, sum); the second reads the lines of one record at a time at their offsets, so
-// memory is the index plus one record, never the counts of the whole run.
+// A first pass checks every line and notes whether each file's lines come in (step, micro_batch,
+// layer) order, as the recorder writes them. Such files are then merged as streams (one pending line
+// per file and one record in memory: constant memory); files in any other order go through an index
+// of 48 bytes per line (key, file, line number, byte offset, sum), sorted, and the lines of one record
+// are read again at their offsets. Either way the counts of the whole run are never held.
 #pragma once
 
 #include <string>
