@@ -13,7 +13,7 @@ namespace {
 constexpr std::uint64_t kSlotMask = 0xffff'ffffULL;
 // Stale entries are dropped in one pass once they outnumber the live ones by this many: the pass
 // costs O(entries) and runs at most once per this many cancels or moves, so each pays O(1).
-constexpr std::size_t kStaleSlack = 4096;
+constexpr std::size_t kStaleSlack = 256;
 // A slot's stamp is 32 bits; dropping every stale entry before 2^31 stamps have gone by means a
 // stale entry can never match its slot's stamp again after a wrap-around.
 constexpr std::size_t kMaxStale = std::size_t{1} << 31;
@@ -145,7 +145,10 @@ void EventQueue::split_lowest_bucket() {
   for (const Entry& e : source) earliest = std::min(earliest, e.at_ps);
   last_ps_ = earliest;
   if (source.size() <= kPrefetchBucket) {
-    for (const Entry& e : source) __builtin_prefetch(&actions_[e.slot]);
+    for (const Entry& e : source) {
+      __builtin_prefetch(&states_[e.slot]);
+      __builtin_prefetch(&actions_[e.slot]);
+    }
   }
   for (const Entry& e : source) {
     const int to = bucket_of(e.at_ps);
