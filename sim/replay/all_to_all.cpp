@@ -35,14 +35,14 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
   const bool by_node = !payload.node_bytes.empty();
   // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
   // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
-  auto add = [&](int from, int to, double bytes, std::vector<int> origins, bool first, int stream = -1,
-                 int node = -1, bool rdma = false) {
+  auto add = [&](int from, int to, double bytes, std::vector<int> origins, bool first,
+                 std::vector<int> streams = {}, int node = -1, bool rdma = false) {
     HopSpec spec;
     spec.hop.from = from;
     spec.hop.to = to;
     spec.hop.bytes = bytes;
     spec.hop.by_copy_engine = copies && topology.same_node(from, to);
-    spec.stream = stream;
+    spec.streams = std::move(streams);
     spec.node = node;
     spec.rdma = rdma;
     spec.after_start = std::move(origins);
@@ -55,6 +55,12 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
     if (!topology.same_node(from, to)) internode_bytes_ += bytes;
     specs.push_back(std::move(spec));
   };
+  // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves.
+  struct Forward {
+    double bytes = 0;
+    std::vector<int> sources;
+  };
+  std::map<std::pair<int, int>, Forward> forwards;  // (from, to): a fixed order
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
       const double bytes = payload.gpu_bytes[a][b];
@@ -65,14 +71,20 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
       if (peer < 0) {
         add(a, b, bytes, {}, true);  // one message of its own (a partial last node may lack the peer)
       } else if (peer != expert_gpu) {
-        // The NVLink leg inside the expert GPU's node; the RDMA leg is the node's, added below.
-        const int node = topology.node_of(expert_gpu);
-        if (payload.to_sources) add(expert_gpu, peer, bytes, {}, false, source, node);
-        else add(peer, expert_gpu, bytes, {source}, false, source, node);
+        Forward& f = forwards[payload.to_sources ? std::make_pair(expert_gpu, peer) : std::make_pair(peer, expert_gpu)];
+        f.bytes += bytes;
+        f.sources.push_back(source);
       }
     }
   }
   if (!by_node) return;
+  for (auto& [pair, f] : forwards) {
+    const auto [from, to] = pair;
+    const int node = topology.node_of(from);
+    // A dispatch's forward waits for its sources to start; a combine's leaves the expert GPU's own outputs.
+    std::vector<int> origins = payload.to_sources ? std::vector<int>{} : f.sources;
+    add(from, to, f.bytes, std::move(origins), false, std::move(f.sources), node);
+  }
   const int per_node = topology.gpus_per_node();
   for (int r = 0; r < n; ++r) {
     for (int m = 0; m < topology.num_nodes(); ++m) {
@@ -81,14 +93,14 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
       const int peer = topology.forwarding_gpu(r, m * per_node);
       if (peer < 0) continue;  // those pairs travelled on their own above
       if (!payload.to_sources) {
-        add(r, peer, bytes, {}, true, r, m, true);
+        add(r, peer, bytes, {}, true, {r}, m, true);
         continue;
       }
       // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
       std::vector<int> origins;
       for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
         if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
-      add(peer, r, bytes, std::move(origins), true, r, m, true);
+      add(peer, r, bytes, std::move(origins), true, {r}, m, true);
     }
   }
 }
@@ -123,16 +135,18 @@ void AllToAllV::index_waits(const std::vector<HopSpec>& specs) {
 void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources) {
   std::map<std::pair<int, int>, int> rdma_of;  // (source, node) -> its RDMA hop
   for (std::size_t id = 0; id < specs.size(); ++id)
-    if (specs[id].rdma) rdma_of[{specs[id].stream, specs[id].node}] = static_cast<int>(id);
+    if (specs[id].rdma) rdma_of[{specs[id].streams.front(), specs[id].node}] = static_cast<int>(id);
   for (std::size_t id = 0; id < specs.size(); ++id) {
-    if (specs[id].rdma || specs[id].stream < 0) continue;
-    const auto it = rdma_of.find({specs[id].stream, specs[id].node});
-    if (it == rdma_of.end()) continue;
-    // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
-    const int input = to_sources ? static_cast<int>(id) : it->second;
-    const int output = to_sources ? it->second : static_cast<int>(id);
-    hops_[static_cast<std::size_t>(input)].feeds.push_back(output);
-    ++hops_[static_cast<std::size_t>(output)].inputs_left;
+    if (specs[id].rdma) continue;
+    for (const int source : specs[id].streams) {
+      const auto it = rdma_of.find({source, specs[id].node});
+      if (it == rdma_of.end()) continue;
+      // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
+      const int input = to_sources ? static_cast<int>(id) : it->second;
+      const int output = to_sources ? it->second : static_cast<int>(id);
+      hops_[static_cast<std::size_t>(input)].feeds.push_back(output);
+      ++hops_[static_cast<std::size_t>(output)].inputs_left;
+    }
   }
 }
 

@@ -12,11 +12,13 @@
 //
 // With node payloads (token_copies per_node, DeepEP's internode kernels) the inter-node part travels
 // in hops: a source sends one RDMA message per destination node to its rail peer there, which forwards
-// each destination GPU's share over NVLink; a combine runs the same hops backwards (each GPU sends to
-// the rail peer of the source, which sends the node's sum over RDMA). Hops of one token stream run
-// concurrently, as the libraries pipeline them in chunks: a forwarding hop starts once its origin and
-// the forwarding GPU have both started, and a combine's RDMA hop once the forwarding GPU and every GPU
-// whose outputs it sums have started. A hop that passes on another hop's bytes is done no earlier than
+// each destination GPU's share over NVLink, one NVLink stream per (peer, destination) for all the
+// sources it serves; a combine runs the same hops backwards (each GPU sends one NVLink stream to each
+// rail peer of its node with the outputs of the sources that peer serves, and the peer sends each
+// source its node's sum over RDMA). So a layer has n x nodes RDMA flows and n x gpus_per_node NVLink
+// flows instead of n^2 pair flows. Hops run concurrently, as the libraries pipeline them in chunks: a
+// forwarding hop starts once the forwarding GPU and its sources have started, and a combine's RDMA hop
+// once the forwarding GPU and every GPU whose outputs it sums have started. A hop that passes on another hop's bytes is done no earlier than
 // that hop (the last chunk must have arrived): a dispatch's forwarding hop after its RDMA hop, a
 // combine's RDMA hop after the NVLink hops it sums. A rank's part ends when every hop from or to it is
 // done.
@@ -87,8 +89,9 @@ class AllToAllV {
     Hop hop;
     std::vector<int> after_start;
     int after_ready = -1;
-    /// Part of source `stream`'s traffic with node `node`: its RDMA hop, or a forwarding NVLink hop.
-    int stream = -1;
+    /// Part of these sources' traffic with node `node`: their RDMA hop (one source), or a forwarding
+    /// NVLink hop (every source the peer serves for that destination).
+    std::vector<int> streams;
     int node = -1;
     bool rdma = false;
   };

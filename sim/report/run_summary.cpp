@@ -55,6 +55,7 @@ void RunSummary::print(std::ostream& out) const {
       {"bound: NVLink-domain floor", [](const LayerMetrics& m) { return m.bound_nvlink_domain; }, "%.4f"},
       {"bound: largest unsplit expert", [](const LayerMetrics& m) { return m.bound_unsplit_expert; }, "%.4f"},
       {"EP backend token bytes (MB)", [](const LayerMetrics& m) { return m.ep_token_bytes / 1e6; }, "%.2f"},
+      {"  of which cross nodes (MB)", [](const LayerMetrics& m) { return m.internode_token_bytes / 1e6; }, "%.2f"},
       {"Copy Engine token bytes (MB)", [](const LayerMetrics& m) { return m.ce_token_bytes / 1e6; }, "%.2f"},
       {"weight + gradient bytes (MB)", [](const LayerMetrics& m) { return (m.weight_bytes + m.gradient_bytes) / 1e6; }, "%.2f"},
       {"compute stream utilisation (mean GPU)", [](const LayerMetrics& m) { return m.compute_util_mean; }, "%.3f"},

@@ -1,5 +1,7 @@
 // How fast one MoE layer (forward + backward, static EP) goes through the engine, as a function of
-// the EP degree: the number a what-if sweep is limited by.
+// the EP degree: the number a what-if sweep is limited by. The second argument is the exchange's token
+// copies: 0 per (token, expert) pair, each pair its own inter-node flow; 2 per node (the preset's,
+// DeepEP's), one RDMA flow per source GPU and destination node, forwarded inside the node.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -35,6 +37,7 @@ TraceRecord skewed_record(int ranks, int experts, int tokens_per_rank, int top_k
 void BM_StaticEpLayer(benchmark::State& state) {
   const int ep = static_cast<int>(state.range(0));
   HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
+  hw.ep_backend.token_copies = state.range(1) == 0 ? TokenCopies::per_expert : TokenCopies::per_node;
   hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
   ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
   const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
@@ -57,4 +60,8 @@ void BM_StaticEpLayer(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_StaticEpLayer)->Arg(8)->Arg(16)->Arg(64)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StaticEpLayer)
+    ->ArgNames({"ep", "copies"})
+    ->ArgsProduct({{8, 16, 64, 128}, {0, 2}})
+    ->Args({256, 2})
+    ->Unit(benchmark::kMillisecond);
