@@ -19,12 +19,16 @@ while [ $# -gt 0 ]; do
       # clang's AddressSanitizer, UBSan and libFuzzer runtimes are in libclang-rt-dev.
       packages+=(clang libclang-rt-dev)
       shift ;;
+    --with-test-tools)
+      # The recorder's tests need PyTorch (Debian's, for /usr/bin/python3); the sweep's MPI test mpirun.
+      packages+=(python3-torch openmpi-bin)
+      shift ;;
     --target)
       [ $# -ge 2 ] || { echo "setup: --target needs a target name" >&2; exit 2; }
       targets+=(--target "$2")
       shift 2 ;;
     *)
-      echo "setup: unknown option '$1' (--target NAME, --with-sanitizers)" >&2
+      echo "setup: unknown option '$1' (--target NAME, --with-sanitizers, --with-test-tools)" >&2
       exit 2 ;;
   esac
 done

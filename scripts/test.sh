@@ -101,7 +101,7 @@ determinism() {
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:symbolize=1}
 
-if run_step "install and build (build/)" scripts/setup.sh --with-sanitizers; then
+if run_step "install and build (build/)" scripts/setup.sh --with-sanitizers --with-test-tools; then
   mkdir -p "$logs"
   run_step "doctest suite (build/)" ctest_in build "$logs/ctest-normal.log"
   count_ctest "$logs/ctest-normal.log"
