@@ -147,6 +147,10 @@ void summary(std::ostream& out, const std::vector<FidelityRow>& rows) {
       else
         explain_miss(out, rows, kind, s);
     }
+    out << "\nWhy: the terms the model lacks and the limits of the published points are explained in\n"
+           "[calibration.md, \"Limits\"](calibration.md#limits-what-the-data-shows): GEMM shape (K and N at one M),\n"
+           "per-token work in EP kernels (FP8 slower than BF16), too few points per fabric for leave-one-out,\n"
+           "repeated measurements that differ by more than the target.\n";
     out << "\n";
   }
 }
