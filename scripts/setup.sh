@@ -20,8 +20,9 @@ while [ $# -gt 0 ]; do
       packages+=(clang libclang-rt-dev)
       shift ;;
     --with-test-tools)
-      # The recorder's tests need PyTorch (Debian's, for /usr/bin/python3); the sweep's MPI test mpirun.
-      packages+=(python3-torch openmpi-bin)
+      # The recorder's tests need PyTorch (Debian's, for /usr/bin/python3); the sweep's MPI test mpirun;
+      # the plotting scripts' drawing tests matplotlib.
+      packages+=(python3-torch openmpi-bin python3-matplotlib)
       shift ;;
     --target)
       [ $# -ge 2 ] || { echo "setup: --target needs a target name" >&2; exit 2; }
