@@ -1,4 +1,4 @@
-// `epsim trace {info|show|stats|merge|slice|import|generate}`: command-line parsing only; the work is done
+// `epsim trace {info|show|stats|merge|slice|derive|import|generate}`: command-line parsing only; the work is done
 // by the plain functions of traces/ (docs/trace-format.md describes the format and every subcommand).
 #include <boost/program_options.hpp>
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "traces/format/trace_info.hpp"
 #include "traces/format/trace_layer_summary.hpp"
 #include "traces/format/trace_merge.hpp"
+#include "traces/format/trace_derive.hpp"
 #include "traces/format/trace_slice.hpp"
 #include "traces/import/counts_jsonl_export.hpp"
 #include "traces/synth/synthetic_trace.hpp"
@@ -31,6 +32,7 @@ const char* const kTraceUsage =
     "  epsim trace stats FILE [--ep N] [--placement contiguous|interleaved]\n"
     "  epsim trace merge A B... --by ranks|steps -o OUT [--force]\n"
     "  epsim trace slice FILE [--steps A:B] [--micro-batches A:B] [--layers ID,...] -o OUT [--force]\n"
+    "  epsim trace derive FILE [--experts E] [--top-k K] [--ranks R] -o OUT [--force]\n"
     "  epsim trace import flame-csv DIR --ranks R -o OUT [--force]\n"
     "  epsim trace import olmoe-counts FILE --ranks R --tokens-per-rank T --micro-batches M --seed S\n"
     "                                  -o OUT [--token-ids] [--provenance P] [--licence L] [--force]\n"
@@ -146,6 +148,26 @@ int slice(const std::vector<std::string>& args) {
   return 0;
 }
 
+int derive(const std::vector<std::string>& args) {
+  const std::string cmd = "epsim trace derive";
+  po::options_description desc("options");
+  desc.add_options()("experts", po::value<std::string>(), "expert count: a multiple (split) or divisor (merge)")(
+      "top-k", po::value<std::string>(), "experts per token")(
+      "ranks", po::value<std::string>(), "source ranks: a multiple or divisor of the trace's")(
+      "output,o", po::value<std::string>()->required(), "output trace")("force", po::bool_switch(),
+                                                                        "replace an existing output");
+  po::variables_map vm;
+  if (!parse(cmd, "FILE [--experts E] [--top-k K] [--ranks R] -o OUT [--force]", args, desc, "file", vm)) return 0;
+  DeriveOptions o;
+  if (vm.count("experts")) o.experts = static_cast<std::uint32_t>(to_uint(cmd, "experts", vm["experts"].as<std::string>(), 1, 65536));
+  if (vm.count("top-k")) o.top_k = static_cast<std::uint32_t>(to_uint(cmd, "top-k", vm["top-k"].as<std::string>(), 1, 1024));
+  if (vm.count("ranks")) o.ranks = static_cast<std::uint32_t>(to_uint(cmd, "ranks", vm["ranks"].as<std::string>(), 1, 65536));
+  const std::string out = vm["output"].as<std::string>();
+  derive_trace(vm["file"].as<std::string>(), o, out, vm["force"].as<bool>());
+  report_written(out);
+  return 0;
+}
+
 int generate(const std::vector<std::string>& args) {
   const std::string cmd = "epsim trace generate";
   po::options_description desc("options");
@@ -244,7 +266,7 @@ int export_trace(const std::vector<std::string>& args) {
 }  // namespace
 
 int trace_command(const std::vector<std::string>& args) {
-  const char* expected = "expected info, show, stats, merge, slice, import, export or generate";
+  const char* expected = "expected info, show, stats, merge, slice, derive, import, export or generate";
   if (args.empty()) throw InputError("epsim trace", "", std::string(expected) + " (see --help)");
   const std::string& sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -255,6 +277,7 @@ int trace_command(const std::vector<std::string>& args) {
   if (sub == "info") return info(rest);
   if (sub == "merge") return merge(rest);
   if (sub == "slice") return slice(rest);
+  if (sub == "derive") return derive(rest);
   if (sub == "show") return show(rest);
   if (sub == "stats") return stats(rest);
   if (sub == "generate") return generate(rest);

@@ -221,9 +221,22 @@ class PointBuilder {
       hash.add(command);
       x.trace_path.clear();  // set by the runner, under the sweep's output folder
     } else {
-      check_recorded_trace(x);
       x.trace_path = base_.experiment.trace_path;
+      const TraceHeader& h = check_recorded_trace(x);
       hash.add(trace_hash(x.trace_path));
+      if (static_cast<int>(h.num_experts) != x.model.num_experts || static_cast<int>(h.top_k) != x.model.top_k) {
+        // Another expert count or top-k: the recording derived for the point (docs/trace-format.md).
+        DeriveOptions d;
+        d.experts = static_cast<std::uint32_t>(x.model.num_experts);
+        d.top_k = static_cast<std::uint32_t>(x.model.top_k);
+        derive_header(h, d, x.trace_path);  // refuses a ratio the rule cannot serve, naming the trace
+        const std::string rule = "experts " + std::to_string(d.experts) + " top_k " + std::to_string(d.top_k);
+        point.trace_file = "derived-" + ContentHash().add(trace_hash(x.trace_path)).add(rule).hex() + ".eptrace";
+        point.derive = d;
+        point.derive_source = x.trace_path;
+        hash.add("derived " + rule);
+        x.trace_path.clear();  // set by the runner, under the sweep's output folder
+      }
     }
     for (const SweepBalancer& b : base_.balancers) {
       ExperimentSpec bx = x;
@@ -237,22 +250,17 @@ class PointBuilder {
     point.hash = hash.hex();
   }
 
-  /// The experiment's own trace must fit every point's model and EP degree.
-  void check_recorded_trace(const ExperimentSpec& x) {
+  /// The experiment's own trace must fit every point's EP degree (its expert count and top-k may
+  /// differ: the trace is then derived for the point). Returns its header.
+  const TraceHeader& check_recorded_trace(const ExperimentSpec& x) {
     auto it = headers_.find(x.trace_path);
     if (it == headers_.end()) it = headers_.emplace(x.trace_path, TraceReader(x.trace_path).header()).first;
     const TraceHeader& h = it->second;
-    if (static_cast<int>(h.num_experts) != x.model.num_experts || static_cast<int>(h.top_k) != x.model.top_k)
-      throw InputError(x.trace_path, "",
-                       "the trace routes to " + std::to_string(h.num_experts) + " experts, top-" +
-                           std::to_string(h.top_k) + ", but the point's model has " +
-                           std::to_string(x.model.num_experts) + " experts, top-" + std::to_string(x.model.top_k) +
-                           "; give the sweep a `trace:` block so that it generates a trace for each point "
-                           "(docs/sweep.md)");
     if (!ranks_remappable(h.num_ranks, static_cast<std::uint32_t>(x.ep_degree)))
       throw InputError(x.trace_path, "",
                        "the trace has " + std::to_string(h.num_ranks) + " source ranks; EP degree " +
                            std::to_string(x.ep_degree) + " must be a multiple or a divisor of that");
+    return h;
   }
 
   const std::string& trace_hash(const std::string& path) {

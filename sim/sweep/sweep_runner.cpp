@@ -213,14 +213,15 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
   // Generated traces of the points to compute, each once.
   std::map<std::string, const SweepPoint*> traces;
   for (const SweepPoint* p : todo)
-    if (p->trace && !present_at(fs::path(dir) / "traces" / p->trace_file)) traces.emplace(p->trace_file, p);
+    if ((p->trace || p->derive) && !present_at(fs::path(dir) / "traces" / p->trace_file)) traces.emplace(p->trace_file, p);
   std::vector<const SweepPoint*> to_generate;
   for (const auto& [file, p] : traces) to_generate.push_back(p);
   run_jobs(to_generate.size(), threads, [&](std::size_t i) {
     const SweepPoint& p = *to_generate[i];
     const std::string path = (fs::path(dir) / "traces" / p.trace_file).string();
     try {
-      generate_trace(*p.trace, path, false);
+      if (p.trace) generate_trace(*p.trace, path, false);
+      else derive_trace(p.derive_source, *p.derive, path, false);
     } catch (const InputError&) {
       if (!present_at(path)) throw;  // else another run of the sweep made the same trace
     }
@@ -236,7 +237,7 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
           const SweepPoint& p = *todo[i];
           const auto t0 = std::chrono::steady_clock::now();
           const std::string trace =
-              p.trace ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+              p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
           PointResult r;
           try {
             r = run_point(p, trace);

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "sim/hardware/experiment_spec.hpp"
+#include "traces/format/trace_derive.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 
 namespace epsim {
@@ -39,7 +40,11 @@ struct SweepPoint {
   std::vector<ExperimentSpec> experiments;  ///< one per balancer, in the sweep's balancer order
   std::vector<std::string> labels;          ///< the balancers' labels, in the same order
   std::optional<SyntheticOptions> trace;    ///< set when the point replays a generated trace
-  std::string trace_file;                   ///< generated trace's file name under OUTDIR/traces/
+  /// Set when the point replays the experiment's trace derived for its expert count or top-k
+  /// (trace_derive.hpp), from `derive_source`.
+  std::optional<DeriveOptions> derive;
+  std::string derive_source;
+  std::string trace_file;                   ///< generated or derived trace's file name under OUTDIR/traces/
   /// `ep_degree=8 gpu.sms=120` (for messages and progress lines).
   std::string describe() const;
 };

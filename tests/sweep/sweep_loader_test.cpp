@@ -88,6 +88,27 @@ TEST_CASE("sweep: another expert count gets a generated trace with the point's e
   CHECK(again.points[3].trace_file == p.trace_file);
 }
 
+TEST_CASE("sweep: without a trace block another expert count or top-k derives the experiment's trace") {
+  const SweepSpec s = load("sweep_derive", "grid:\n  experts: [64, 128, 256]\n  top_k: [4, 8]\n");
+  REQUIRE(s.points.size() == 6);
+  // 128 experts, top-8 is the bundled trace itself; the others are derived from it.
+  const SweepPoint& same = s.points[3];
+  CHECK_FALSE(same.derive.has_value());
+  CHECK(same.trace_file.empty());
+  const SweepPoint& split = s.points[5];  // 256 experts, top-8
+  REQUIRE(split.derive.has_value());
+  CHECK(split.derive->experts == 256);
+  CHECK(split.derive->top_k == 8);
+  CHECK(split.derive_source.find("glm5-128e-ep16.eptrace") != std::string::npos);
+  CHECK(split.trace_file.rfind("derived-", 0) == 0);
+  const SweepPoint& merged = s.points[0];  // 64 experts, top-4
+  REQUIRE(merged.derive.has_value());
+  CHECK(merged.derive->experts == 64);
+  CHECK(merged.derive->top_k == 4);
+  CHECK(merged.trace_file != split.trace_file);
+  CHECK(merged.hash != s.points[1].hash);
+}
+
 TEST_CASE("sweep: each mistake in a sweep file is one error naming the file, the line and what was expected") {
   CHECK(error_of("gird:\n  ep_degree: [8]\n").find("s.yaml:4:1: unknown key 'gird'") != std::string::npos);
   CHECK(error_of("gird:\n  ep_degree: [8]\n").find("did you mean 'grid'?") != std::string::npos);
@@ -102,7 +123,9 @@ TEST_CASE("sweep: each mistake in a sweep file is one error naming the file, the
   CHECK(eight.find("point 0 (ep_degree=\"8\")") != std::string::npos);
   CHECK(eight.find("ep_degree: expected an integer") != std::string::npos);
   CHECK(error_of("grid:\n  ep_degree: [12]\n").find("does not divide the 128 experts") != std::string::npos);
-  CHECK(error_of("grid:\n  experts: [256]\n").find("give the sweep a `trace:` block") != std::string::npos);
+  // 192 is neither a multiple nor a divisor of the bundled trace's 128 experts: no rule derives it.
+  CHECK(error_of("grid:\n  experts: [192]\n").find("--experts 192 is neither a multiple nor a divisor of the trace's 128 experts") !=
+        std::string::npos);
   CHECK(error_of("grid:\n  tokens_per_rank: [256]\n").find("trace keys need a `trace:` block") != std::string::npos);
   CHECK(error_of("grid:\n  ep_degree: [8]\npoints:\n  - {ep_degree: 8}\n").find("not both") != std::string::npos);
   CHECK(error_of("balancers:\n  - name: feplbb\n").find("did you mean 'feplb'?") != std::string::npos);

@@ -11,6 +11,7 @@
 #include "tests/cli/run_cli.hpp"
 #include "tests/sweep/sweep_test_files.hpp"
 #include "tests/test_paths.hpp"
+#include "traces/format/trace_reader.hpp"
 
 namespace fs = std::filesystem;
 using namespace epsim;
@@ -158,4 +159,21 @@ TEST_CASE("sweep: a changed sweep is refused; --restart removes only what epsim 
   write_file(dir / "theirs/data.csv", "x\n");
   CHECK_THROWS_WITH_AS(run(other, dir / "theirs", 1), doctest::Contains("holds files no epsim sweep wrote"), InputError);
   CHECK(folder_files(dir / "theirs").size() == 1);
+}
+
+TEST_CASE("sweep: derived traces are made once in the output folder and replayed by their points") {
+  const fs::path dir = scratch_dir("sweep_derived_run");
+  write_file(dir / "s.yaml", sweep_yaml("set:\n  max_records: 1\ngrid:\n  experts: [64, 256]\n"));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  run(spec, dir / "out", 2);
+  int derived = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "out" / "traces")) {
+    if (entry.path().filename().string().rfind("derived-", 0) != 0) continue;
+    ++derived;
+    TraceReader reader(entry.path().string());
+    CHECK((reader.header().num_experts == 64 || reader.header().num_experts == 256));
+    CHECK(reader.header().provenance.find("derived by epsim trace derive") != std::string::npos);
+  }
+  CHECK(derived == 2);
+  CHECK(fs::exists(dir / "out" / "results.csv"));
 }
