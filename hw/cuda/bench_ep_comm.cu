@@ -12,6 +12,7 @@
 #include "hw/cuda/commands.cuh"
 #include "hw/cuda/common.cuh"
 #include "hw/cuda/nccl_ranks.cuh"
+#include "hw/cuda/rank_timer.cuh"
 #include "hw/host/ep_comm_traffic.hpp"
 
 namespace epsim::hw {
@@ -120,18 +121,12 @@ void measure_ep_comm(const HwArgs& a, Measurements& m, std::vector<std::string>&
 
   NcclRanks ranks(gpus, timeout_s);
   std::vector<DeviceBuffer> send, recv;
-  std::vector<std::vector<cudaEvent_t>> start(gpus), stop(gpus);
   for (int g = 0; g < gpus; ++g) {
     CUDA_CHECK(cudaSetDevice(g));
     send.emplace_back(max_buffer);
     recv.emplace_back(max_buffer);
-    start[g].resize(static_cast<std::size_t>(reps));
-    stop[g].resize(static_cast<std::size_t>(reps));
-    for (int r = 0; r < reps; ++r) {
-      CUDA_CHECK(cudaEventCreate(&start[g][r]));
-      CUDA_CHECK(cudaEventCreate(&stop[g][r]));
-    }
   }
+  RankTimer timer(gpus, reps);
   auto exchange = [&](const PairLayout& l, const std::string& what) {
     NCCL_CHECK(ncclGroupStart());
     for (int g = 0; g < gpus; ++g)
@@ -183,30 +178,8 @@ void measure_ep_comm(const HwArgs& a, Measurements& m, std::vector<std::string>&
         if (verify && l.recv_total[g] > 0)
           CUDA_CHECK(cudaMemsetAsync(recv[g].get(), 0, l.recv_total[g], ranks.stream(g)));
       }
-      for (int i = 0; i < warmup; ++i) exchange(l, what + ", warm-up");
-      ranks.await_streams(what + ", warm-up");
-      for (int r = 0; r < reps; ++r) {
-        for (int g = 0; g < gpus; ++g) {
-          CUDA_CHECK(cudaSetDevice(g));
-          CUDA_CHECK(cudaEventRecord(start[g][r], ranks.stream(g)));
-        }
-        exchange(l, what + ", repetition " + std::to_string(r));
-        for (int g = 0; g < gpus; ++g) {
-          CUDA_CHECK(cudaSetDevice(g));
-          CUDA_CHECK(cudaEventRecord(stop[g][r], ranks.stream(g)));
-        }
-      }
-      ranks.await_streams(what + ", timed repetitions");
-      std::vector<double> times;
-      for (int r = 0; r < reps; ++r) {
-        double worst = 0;
-        for (int g = 0; g < gpus; ++g) {
-          float ms = 0;
-          CUDA_CHECK(cudaEventElapsedTime(&ms, start[g][r], stop[g][r]));
-          worst = std::max(worst, ms * 1000.0);
-        }
-        times.push_back(worst);
-      }
+      const std::vector<double> times =
+          timer.time_us(ranks, warmup, [&](const std::string& label) { exchange(l, label); }, what);
       if (verify)
         for (int g = 0; g < gpus; ++g) {
           CUDA_CHECK(cudaSetDevice(g));
@@ -241,13 +214,6 @@ void measure_ep_comm(const HwArgs& a, Measurements& m, std::vector<std::string>&
     }
   }
   ranks.finalize();
-  for (int g = 0; g < gpus; ++g) {
-    CUDA_CHECK(cudaSetDevice(g));
-    for (int r = 0; r < reps; ++r) {
-      CUDA_CHECK(cudaEventDestroy(start[g][r]));
-      CUDA_CHECK(cudaEventDestroy(stop[g][r]));
-    }
-  }
   for (int g = gpus - 1; g >= 0; --g) {  // buffers are freed on their own device
     CUDA_CHECK(cudaSetDevice(g));
     send.pop_back();
