@@ -30,6 +30,17 @@ struct CountsHeader {
   std::string provenance, licence;
 };
 
+/// The trace header's shape (ranks, experts, top-k, layers) that a counts header declares.
+TraceHeader shape_of(const CountsHeader& h) {
+  TraceHeader out;
+  out.num_ranks = h.ranks;
+  out.num_experts = h.experts;
+  out.top_k = h.top_k;
+  out.num_layers = static_cast<std::uint32_t>(h.layer_ids.size());
+  out.layer_ids = h.layer_ids;
+  return out;
+}
+
 /// One data line, found in pass 1 and read again in pass 2.
 struct LineEntry {
   std::uint32_t step = 0, micro_batch = 0, layer = 0, rank = 0;  ///< layer = index into layer_ids
@@ -107,13 +118,7 @@ CountsHeader parse_header(TextLines& lines) {
     if (!h.at("licence").is_string()) lines.fail("\"licence\" must be a string, found " + json_excerpt(h.at("licence")));
     out.licence = h.at("licence").get<std::string>();
   }
-  TraceHeader trial;
-  trial.num_ranks = out.ranks;
-  trial.num_experts = out.experts;
-  trial.top_k = out.top_k;
-  trial.num_layers = static_cast<std::uint32_t>(out.layer_ids.size());
-  trial.layer_ids = out.layer_ids;
-  const std::string problem = check_trace_header(trial);
+  const std::string problem = check_trace_header(shape_of(out));
   if (!problem.empty()) lines.fail(problem);
   return out;
 }
@@ -466,12 +471,7 @@ void import_counts_jsonl(const std::vector<std::string>& files, const Provenance
       if (!h.licence.empty() && seen_l.insert(h.licence).second) licence += (licence.empty() ? "" : " | ") + h.licence;
     }
   }
-  TraceHeader header;
-  header.num_ranks = first.ranks;
-  header.num_experts = first.experts;
-  header.top_k = first.top_k;
-  header.num_layers = static_cast<std::uint32_t>(first.layer_ids.size());
-  header.layer_ids = first.layer_ids;
+  TraceHeader header = shape_of(first);
   header.has_token_ids = false;
   header.source_format = "counts-jsonl";
   header.provenance = provenance_label(provenance, licence, labels);
