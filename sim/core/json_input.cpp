@@ -239,6 +239,11 @@ std::string json_string(const nlohmann::json& value, const std::string& file, co
   return value.get<std::string>();
 }
 
+bool json_bool(const nlohmann::json& value, const std::string& file, const std::string& place) {
+  if (!value.is_boolean()) throw InputError(file, place, "expected true or false, found " + found(value));
+  return value.get<bool>();
+}
+
 const nlohmann::json& json_member(const nlohmann::json& object, const char* key, const std::string& file,
                                   const std::string& place) {
   if (!object.is_object()) throw InputError(file, place, "expected an object, found " + found(object));

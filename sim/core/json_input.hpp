@@ -46,6 +46,9 @@ double json_number(const nlohmann::json& value, double lo, double hi, const std:
 /// The string `value`; otherwise InputError(file, place, "expected a string, found ...").
 std::string json_string(const nlohmann::json& value, const std::string& file, const std::string& place);
 
+/// The boolean `value`; otherwise InputError(file, place, "expected true or false, found ...").
+bool json_bool(const nlohmann::json& value, const std::string& file, const std::string& place);
+
 /// `object[key]` when `object` is an object holding `key`; otherwise InputError(file, place, ...)
 /// saying which key is missing (or that an object was expected).
 const nlohmann::json& json_member(const nlohmann::json& object, const char* key, const std::string& file,

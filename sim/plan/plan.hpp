@@ -60,6 +60,14 @@ struct TokenRoute {
 enum class TransferKind { weights, gradients };
 enum class PassKind { forward, backward };
 
+/// When a forward transfer leaves. Backward transfers always leave after the instance's
+/// weight-gradient GEMM.
+enum class TransferStart {
+  after_dispatch,   ///< EP: in the collective after the dispatch stages; Copy Engine: once the planner is done
+  before_dispatch,  ///< EP: a collective the dispatch waits for (replica weights synchronised first)
+  prefetch,         ///< issued at the layer's start beside the dispatch (FSEP's parameter all-gather)
+};
+
 /// Bytes that move besides tokens: an expert's weights to a new instance before its GEMM (forward),
 /// or its weight gradients back to the owner (backward). On the EP backend, a pass's transfers form
 /// one collective (like FasterMoE's broadcast / reduce) whose kernels hold SMs: forward after the
@@ -73,12 +81,20 @@ struct Transfer {
   int dst_gpu = 0;
   std::int64_t bytes = 0;
   Carrier carrier = Carrier::ep_backend;
+  TransferStart start = TransferStart::after_dispatch;
 };
 
-/// A grouped GEMM: instances on one GPU computed by one kernel. Each GPU runs its groups in order.
+/// A grouped GEMM: instances on one GPU computed by one kernel. Each GPU runs its groups in order,
+/// except that a group marked `on_arrival` is launched at the first kernel boundary after its inputs
+/// are in, ahead of groups listed before it that have not started (moved work is not left waiting
+/// behind the receiver's own experts). A group marked `after_planner` also waits for its node's
+/// planner: its token count is only known once the planner has decided (the home share of a split
+/// expert).
 struct GemmGroup {
   int gpu = 0;
   std::vector<int> instances;
+  bool on_arrival = false;
+  bool after_planner = false;
 };
 
 enum class PlannerSite { none, host_cpu, gpu };

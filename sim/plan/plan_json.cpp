@@ -65,6 +65,7 @@ const char* const kTransferKinds[] = {"weights", "gradients"};
 const char* const kPasses[] = {"forward", "backward"};
 const char* const kSites[] = {"none", "host_cpu", "gpu"};
 const char* const kStarts[] = {"before_dispatch", "after_dispatch"};
+const char* const kTransferStarts[] = {"after_dispatch", "before_dispatch", "prefetch"};
 
 }  // namespace
 
@@ -90,11 +91,19 @@ nlohmann::json plan_to_json(const Plan& plan) {
     transfers.push_back({{"kind", kTransferKinds[static_cast<int>(t.kind)]},
                          {"pass", kPasses[static_cast<int>(t.pass)]},
                          {"instance", t.instance}, {"src_gpu", t.src_gpu}, {"dst_gpu", t.dst_gpu},
-                         {"bytes", t.bytes}, {"carrier", kCarriers[static_cast<int>(t.carrier)]}});
+                         {"bytes", t.bytes}, {"carrier", kCarriers[static_cast<int>(t.carrier)]},
+                         {"start", kTransferStarts[static_cast<int>(t.start)]}});
   auto& order = j["gemm_order"] = nlohmann::json::array();
   for (const auto& groups : plan.gemm_order) {
     nlohmann::json per_gpu = nlohmann::json::array();
-    for (const auto& g : groups) per_gpu.push_back(g.instances);
+    for (const auto& g : groups) {
+      // A plain group is its list of instances; a marked one an object, so older plan files still read.
+      if (!g.on_arrival && !g.after_planner) {
+        per_gpu.push_back(g.instances);
+      } else {
+        per_gpu.push_back({{"instances", g.instances}, {"on_arrival", g.on_arrival}, {"after_planner", g.after_planner}});
+      }
+    }
     order.push_back(per_gpu);
   }
   j["planner"] = {{"site", kSites[static_cast<int>(plan.planner.site)]},
@@ -142,6 +151,9 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
                               in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
                               in.integer(t, "bytes", at, 0, kMaxPlanBytes),
                               in.choice<Carrier>(t, "carrier", at, kCarriers)});
+    // "start" came with the third transfer timing; plans written before it leave after the dispatch.
+    if (t.is_object() && t.contains("start"))
+      plan.transfers.back().start = in.choice<TransferStart>(t, "start", at, kTransferStarts);
   }
   const json& order = in.array(j, "gemm_order", "");
   for (std::size_t g = 0; g < order.size(); ++g) {
@@ -149,11 +161,20 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
     std::vector<GemmGroup> groups;
     for (std::size_t k = 0; k < json_array(order[g], file, in.at(at)).size(); ++k) {
       const std::string group_at = at + "[" + std::to_string(k) + "]";
-      const json& ids = json_array(order[g][k], file, in.at(group_at));
       GemmGroup group{static_cast<int>(g), {}};
+      const json* list = &order[g][k];
+      std::string ids_at = group_at;
+      if (list->is_object()) {
+        group.on_arrival = json_bool(in.member(*list, "on_arrival", group_at), file, in.at(group_at + ".on_arrival"));
+        group.after_planner =
+            json_bool(in.member(*list, "after_planner", group_at), file, in.at(group_at + ".after_planner"));
+        ids_at = group_at + ".instances";
+        list = &in.member(*list, "instances", group_at);
+      }
+      const json& ids = json_array(*list, file, in.at(ids_at));
       for (std::size_t m = 0; m < ids.size(); ++m)
         group.instances.push_back(static_cast<int>(json_integer(ids[m], 0, std::numeric_limits<int>::max(), file,
-                                                                 in.at(group_at + "[" + std::to_string(m) + "]"))));
+                                                                 in.at(ids_at + "[" + std::to_string(m) + "]"))));
       groups.push_back(std::move(group));
     }
     plan.gemm_order.push_back(std::move(groups));

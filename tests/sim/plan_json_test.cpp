@@ -34,6 +34,41 @@ TEST_CASE("a Plan survives JSON both ways, every field") {
   CHECK(back.gemm_order[1][0].instances == std::vector<int>{1, 2});
 }
 
+TEST_CASE("transfer start and group marks survive JSON; plans without them read as before") {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 2;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {0, 1, InstanceKind::replica},
+                    {1, 1, InstanceKind::static_expert}};
+  plan.routes = {{0, 1, 4, Carrier::ep_backend, -1, 0}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 100, Carrier::ep_backend,
+                     TransferStart::before_dispatch},
+                    {TransferKind::weights, PassKind::forward, 1, 0, 1, 50, Carrier::ep_backend, TransferStart::prefetch}};
+  GemmGroup marked{1, {1}};
+  marked.on_arrival = true;
+  marked.after_planner = true;
+  plan.gemm_order = {{{0, {0}}}, {GemmGroup{1, {2}}, marked}};
+  nlohmann::json j = plan_to_json(plan);
+  CHECK(j["gemm_order"][1][0] == nlohmann::json::array({2}));
+  CHECK(j["gemm_order"][1][1]["on_arrival"] == true);
+  const Plan back = plan_from_json(j, "test", "");
+  CHECK(back.transfers[0].start == TransferStart::before_dispatch);
+  CHECK(back.transfers[1].start == TransferStart::prefetch);
+  CHECK(back.gemm_order[1][1].on_arrival);
+  CHECK(back.gemm_order[1][1].after_planner);
+  CHECK_FALSE(back.gemm_order[1][0].on_arrival);
+
+  j["transfers"][0].erase("start");
+  CHECK(plan_from_json(j, "test", "").transfers[0].start == TransferStart::after_dispatch);
+  j["gemm_order"][1][1]["on_arrival"] = 1;
+  CHECK_THROWS_WITH_AS(plan_from_json(j, "plans.jsonl", "line 2"),
+                       "plans.jsonl:line 2, gemm_order[1][1].on_arrival: expected true or false, found a number", InputError);
+  j["gemm_order"][1][1]["on_arrival"] = true;
+  j["gemm_order"][1][1]["instances"][0] = 9;
+  CHECK_THROWS_WITH_AS(plan_from_json(j, "plans.jsonl", "line 2"),
+                       doctest::Contains("gemm_order[1][1]"), InputError);
+}
+
 TEST_CASE("a plan of another version or with a bad field is refused with its place") {
   Plan plan;
   plan.num_gpus = 1;
