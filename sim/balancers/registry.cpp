@@ -5,7 +5,7 @@
 #include "sim/balancers/feplb.hpp"
 #include "sim/balancers/laer_moe.hpp"
 #include "sim/balancers/micromoe.hpp"
-#include "sim/balancers/oracle.hpp"
+#include "sim/balancers/ideal_balance.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/balancers/ultraep.hpp"
 #include "sim/core/input_error.hpp"
@@ -31,7 +31,9 @@ const std::vector<BalancerInfo>& balancer_registry() {
       {"micromoe", "MicroMoE (stand-in LP): per-micro-batch token split over a fixed ring of replicas (GLPK)",
        [](ConfigMap& params) { return make_micromoe(params); }},
       {"oracle", "lower bound: every GPU computes the mean load, extra instances appear at zero cost",
-       [](ConfigMap&) { return std::make_unique<Oracle>(); }},
+       [](ConfigMap&) { return std::make_unique<IdealBalance>(); }},
+      {"ideal-balance", "what-if, not a bound: every GPU computes the mean load with static EP's traffic, for free",
+       [](ConfigMap&) { return std::make_unique<IdealBalance>(); }},
   };
   return registry;
 }

@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "sim/balancers/oracle.hpp"
+#include "sim/balancers/ideal_balance.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
@@ -79,7 +79,7 @@ void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const La
   context.placement = spec.placement;
   context.model = &spec.model;
   context.hardware = &spec.hardware;
-  Oracle oracle;
+  IdealBalance oracle;
   const LayerResult balanced =
       simulate_layer(spec.hardware, spec.model, oracle.plan(o.record, context), tokens, spec.backward, &o.record);
   step.add(tokens, o.result, balanced);

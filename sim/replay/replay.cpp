@@ -4,7 +4,7 @@
 
 #include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/hbm_fit.hpp"
-#include "sim/balancers/oracle.hpp"
+#include "sim/balancers/ideal_balance.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/registry.hpp"
 #include "sim/core/input_error.hpp"
@@ -50,7 +50,7 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
   context.model = &spec.model;
   context.hardware = &spec.hardware;
   auto balancer = make_balancer(spec.balancer, spec.source_file);
-  Oracle oracle;
+  IdealBalance oracle;
   std::vector<int> home(experts);
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, spec.placement);
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/balancers/oracle.hpp"
+#include "sim/balancers/ideal_balance.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "tests/sim/simple_cluster.hpp"
@@ -65,12 +65,12 @@ TEST_CASE("static EP sends every token to its expert's home GPU") {
   CHECK(inter.tokens_per_gpu() == std::vector<std::int64_t>{5 + 2 + 3, 7 + 1 + 4});
 }
 
-TEST_CASE("the oracle gives every GPU the mean load, to the token") {
+TEST_CASE("ideal balance gives every GPU the mean load, to the token") {
   const ModelSpec model = test::simple_model(4);
   const HardwareSpec hw = test::simple_hardware(1, 4);
   // One hot expert (expert 0, home GPU 0) carries 90 of 101 tokens.
   const TraceRecord rec = record_of({{30, 1, 0, 0}, {30, 0, 2, 0}, {20, 0, 0, 3}, {10, 2, 0, 3}});
-  Oracle oracle;
+  IdealBalance oracle;
   const Plan plan = oracle.plan(rec, context_for(model, hw, 4, Placement::contiguous));
   validate_plan(plan, 4);
   const auto load = plan.tokens_per_gpu();
@@ -85,11 +85,11 @@ TEST_CASE("the oracle gives every GPU the mean load, to the token") {
   CHECK(plan.planner.duration_ps == 0);
 }
 
-TEST_CASE("the oracle handles a micro-batch without tokens") {
+TEST_CASE("ideal balance handles a micro-batch without tokens") {
   const ModelSpec model = test::simple_model(4);
   const HardwareSpec hw = test::simple_hardware(1, 2);
   const TraceRecord rec = record_of({{0, 0, 0, 0}, {0, 0, 0, 0}});
-  Oracle oracle;
+  IdealBalance oracle;
   const Plan plan = oracle.plan(rec, context_for(model, hw, 2, Placement::contiguous));
   validate_plan(plan, 4);
   CHECK(plan.tokens_per_gpu() == std::vector<std::int64_t>{0, 0});
