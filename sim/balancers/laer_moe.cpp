@@ -1,6 +1,7 @@
 #include "sim/balancers/laer_moe.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -26,17 +27,6 @@ std::vector<std::int64_t> split_by_units(std::int64_t tokens, const std::vector<
       out[i] += base + ((unit - rotation % total + total) % total < rem ? 1 : 0);
   }
   return out;
-}
-
-/// The copies of expert e a source on `node` sends to: its own node's, or all when the node has none.
-std::vector<std::pair<int, int>> targets(const std::vector<int>& copies_of_e, int node, int gpus_per_node) {
-  std::vector<std::pair<int, int>> local, all;
-  for (int g = 0; g < static_cast<int>(copies_of_e.size()); ++g) {
-    if (copies_of_e[g] == 0) continue;
-    all.push_back({g, copies_of_e[g]});
-    if (g / gpus_per_node == node) local.push_back({g, copies_of_e[g]});
-  }
-  return local.empty() ? all : local;
 }
 
 }  // namespace
@@ -105,24 +95,49 @@ LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::ve
 
 double laer_layout_cost(const std::vector<std::vector<double>>& tokens, const LaerLayout& layout, int gpus_per_node,
                         const LaerCostModel& cost) {
+  // The routing rule makes a source's split depend only on its node and on the copies on its own GPU,
+  // so the sum is taken per (node, expert) in O(N + copies) instead of per (source, expert, copy).
   const int devices = static_cast<int>(tokens.size());
   const int experts = static_cast<int>(layout.size());
+  const int nodes = std::max(1, (devices + gpus_per_node - 1) / gpus_per_node);
+  const double bytes = cost.token_bytes * 1e-9;
   double comm_sum = 0;
   std::vector<double> comp(devices, 0.0);
-  for (int s = 0; s < devices; ++s) {
-    for (int e = 0; e < experts; ++e) {
+  std::vector<int> node_units(nodes);
+  std::vector<double> node_tokens(nodes);
+  for (int e = 0; e < experts; ++e) {
+    const std::vector<int>& copies = layout[e];
+    std::fill(node_units.begin(), node_units.end(), 0);
+    std::fill(node_tokens.begin(), node_tokens.end(), 0.0);
+    int all_units = 0;
+    for (int g = 0; g < devices; ++g) {
+      node_units[g / gpus_per_node] += copies[g];
+      all_units += copies[g];
+    }
+    if (all_units == 0) continue;
+    for (int s = 0; s < devices; ++s) {
       const double t = tokens[s][e];
       if (t == 0) continue;
-      const auto to = targets(layout[e], s / gpus_per_node, gpus_per_node);
-      int units = 0;
-      for (const auto& [g, w] : to) units += w;
-      if (units == 0) continue;
-      for (const auto& [g, w] : to) {
-        const double share = t * w / units;
-        const double bw = g == s ? 1e9 : (g / gpus_per_node == s / gpus_per_node ? cost.intra_GBps : cost.inter_GBps);
-        comm_sum += cost.token_bytes * share * 1e-9 / bw;
-        comp[g] += share * cost.comp_s_per_token;
+      const int node = s / gpus_per_node;
+      node_tokens[node] += t;
+      const int units = node_units[node];
+      if (units > 0) {
+        // Shares w/units: the copies on s itself at 1e9 GB/s, the rest of the node at V_intra.
+        const double own = copies[s];
+        comm_sum += bytes * t * (own / 1e9 + (units - own) / cost.intra_GBps) / units;
+      } else {
+        comm_sum += bytes * t / cost.inter_GBps;  // every copy is in another node
       }
+    }
+    for (int node = 0; node < nodes; ++node) {
+      const double t = node_tokens[node];
+      if (t == 0) continue;
+      const bool local = node_units[node] > 0;
+      const int units = local ? node_units[node] : all_units;
+      const int first = local ? node * gpus_per_node : 0;
+      const int last = local ? std::min(devices, first + gpus_per_node) : devices;
+      for (int g = first; g < last; ++g)
+        if (copies[g] > 0) comp[g] += t * copies[g] / units * cost.comp_s_per_token;
     }
   }
   const double max_comp = devices > 0 ? *std::max_element(comp.begin(), comp.end()) : 0.0;
@@ -166,29 +181,31 @@ LaerMoe::LaerMoe(LaerMoeParams params) : params_(params) {
     throw std::logic_error("laer_moe: bad parameters");
 }
 
+int laer_default_capacity(int num_experts, int num_gpus) {
+  return std::max(1, 2 * num_experts / std::max(1, num_gpus));
+}
+
 Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
   const int gpn = context.gpus_per_node;
   if (gpn <= 0) throw std::logic_error("laer_moe: gpus_per_node must be positive");
-  const int capacity = params_.capacity_per_gpu > 0 ? params_.capacity_per_gpu : experts / n + 1;
+  const int capacity = params_.capacity_per_gpu > 0 ? params_.capacity_per_gpu : laer_default_capacity(experts, n);
   if (static_cast<std::int64_t>(capacity) * n < experts)
     throw std::invalid_argument("laer_moe: capacity_per_gpu x GPUs must be at least the expert count");
 
   std::vector<int> home(experts);
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
-  LaerLayout static_layout(experts, std::vector<int>(n, 0));
-  for (int e = 0; e < experts; ++e) static_layout[e][home[e]] = 1;
-
   LayerState& state = layers_[record.layer];
-  const LaerLayout before = state.layout.empty() ? static_layout : state.layout;
+  if (state.history_sum.empty()) state.history_sum.assign(static_cast<std::size_t>(n) * experts, 0);
+  const bool had_layout = !state.layout.empty();
+  const LaerLayout before = state.layout;
   bool replanned = false;
   if (state.records_seen > 0 && state.records_seen % params_.period == 0) {
     std::vector<std::vector<double>> tokens(n, std::vector<double>(experts, 0.0));
-    for (const auto& counts : state.history)
-      for (int s = 0; s < n; ++s)
-        for (int e = 0; e < experts; ++e)
-          tokens[s][e] += static_cast<double>(counts[static_cast<std::size_t>(s) * experts + e]);
+    for (int s = 0; s < n; ++s)
+      for (int e = 0; e < experts; ++e)
+        tokens[s][e] = static_cast<double>(state.history_sum[static_cast<std::size_t>(s) * experts + e]);
     LaerCostModel cost;
     cost.token_bytes = static_cast<double>(context.model->token_bytes());
     cost.comp_s_per_token = params_.comp_us_per_token > 0 ? params_.comp_us_per_token * 1e-6
@@ -200,13 +217,22 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     state.layout = laer_plan_layout(tokens, capacity, gpn, cost);
     replanned = true;
   }
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(n) * experts);
-  for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) counts[static_cast<std::size_t>(s) * experts + e] = record.count(s, e, experts);
+  // The window's sum, kept up to date: add this record, drop the one that leaves the window.
+  std::vector<std::uint32_t> counts(record.counts.begin(),
+                                    record.counts.begin() + static_cast<std::ptrdiff_t>(n) * experts);
+  for (std::size_t i = 0; i < counts.size(); ++i) state.history_sum[i] += counts[i];
   state.history.push_back(std::move(counts));
-  if (static_cast<int>(state.history.size()) > params_.window) state.history.erase(state.history.begin());
+  if (static_cast<int>(state.history.size()) > params_.window) {
+    const std::vector<std::uint32_t>& old = state.history.front();
+    for (std::size_t i = 0; i < old.size(); ++i) state.history_sum[i] -= old[i];
+    state.history.pop_front();
+  }
   ++state.records_seen;
-  const LaerLayout& layout = state.layout.empty() ? static_layout : state.layout;
+
+  // copies_at(e, g): copies of e on g under the layout in force (static: one at home).
+  const bool dynamic = !state.layout.empty();
+  auto copies_at = [&](int e, int g) { return dynamic ? state.layout[e][g] : (home[e] == g ? 1 : 0); };
+  auto copies_before = [&](int e, int g) { return had_layout ? before[e][g] : (home[e] == g ? 1 : 0); };
 
   Plan plan = start_plan("laer_moe", record, n);
   plan.planner.site = PlannerSite::host_cpu;
@@ -216,55 +242,79 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
 
   // One instance per (GPU, expert) with copies, GPU by GPU; copies of one expert on one GPU are one
   // instance (same weights) that takes a proportional share of the tokens.
-  std::vector<std::vector<int>> instance_of(experts, std::vector<int>(n, -1));
+  std::vector<int> instance_of(static_cast<std::size_t>(experts) * n, -1);
   std::vector<int> copies_total(experts, 0);
   for (int g = 0; g < n; ++g) {
     for (int e = 0; e < experts; ++e) {
-      if (layout[e][g] == 0) continue;
+      const int c = copies_at(e, g);
+      if (c == 0) continue;
       const int inst = static_cast<int>(plan.instances.size());
-      instance_of[e][g] = inst;
-      copies_total[e] += layout[e][g];
+      instance_of[static_cast<std::size_t>(e) * n + g] = inst;
+      copies_total[e] += c;
       plan.instances.push_back({e, g, g == home[e] ? InstanceKind::static_expert : InstanceKind::replica});
       plan.gemm_order[g].front().instances.push_back(inst);
     }
   }
 
-  // FSEP traffic: a restored copy gathers its shards (bytes / N from every other GPU); a copy's
-  // gradients are reduce-scattered to the shard owners.
-  const std::int64_t weight_bytes = context.model->expert_weight_bytes();
-  auto shard = [&](int h) { return weight_bytes / n + (h < weight_bytes % n ? 1 : 0); };
+  // FSEP traffic. Each GPU owns 1/N of every expert's parameters (the first bytes mod N GPUs one byte
+  // more). An instance's weights are restored from the N - 1 other owners' shards, prefetched at the
+  // layer's start; its weight gradients go back to the owners by reduce-scatter after its
+  // weight-gradient GEMM, in the gradient precision. Per instance and GPU: bytes x (N - 1) / N.
+  const std::int64_t params_per_expert =
+      static_cast<std::int64_t>(context.model->matrices_per_expert()) * context.model->hidden_size *
+      context.model->expert_ffn_size;
+  const std::int64_t weight_bytes = params_per_expert * context.model->dtype_bytes;
+  const std::int64_t grad_bytes =
+      params_per_expert * (params_.grad_bytes_per_param > 0 ? params_.grad_bytes_per_param : context.model->dtype_bytes);
+  auto shard = [n](std::int64_t bytes, int h) { return bytes / n + (h < bytes % n ? 1 : 0); };
+  plan.transfers.reserve(plan.instances.size() * static_cast<std::size_t>(2 * (n - 1)));
   for (int inst = 0; inst < static_cast<int>(plan.instances.size()); ++inst) {
     const int e = plan.instances[inst].expert;
     const int g = plan.instances[inst].gpu;
-    const bool gather = params_.traffic == LaerTraffic::always || (replanned && before[e][g] == 0);
+    const bool gather = params_.traffic == LaerTraffic::always || (replanned && copies_before(e, g) == 0);
     const bool reduce = params_.traffic == LaerTraffic::always || copies_total[e] > 1;
     for (int h = 0; h < n; ++h) {
-      if (h == g || shard(h) == 0) continue;
-      if (gather)
-        plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, h, g, shard(h), Carrier::ep_backend});
-      if (reduce)
-        plan.transfers.push_back(
-            {TransferKind::gradients, PassKind::backward, inst, g, h, shard(h), Carrier::ep_backend});
+      if (h == g) continue;
+      if (gather && shard(weight_bytes, h) > 0)
+        plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, h, g, shard(weight_bytes, h),
+                                  Carrier::ep_backend, TransferStart::prefetch});
+      if (reduce && shard(grad_bytes, h) > 0)
+        plan.transfers.push_back({TransferKind::gradients, PassKind::backward, inst, g, h, shard(grad_bytes, h),
+                                  Carrier::ep_backend});
     }
   }
 
   // Routes: each source splits its tokens for e over the copies in its own node (by multiplicity),
-  // or over all copies when its node has none.
-  for (int s = 0; s < n; ++s) {
-    for (int e = 0; e < experts; ++e) {
-      const std::int64_t c = record.count(s, e, experts);
-      if (c == 0) continue;
-      const auto to = targets(layout[e], s / gpn, gpn);
-      std::vector<int> weights;
-      for (const auto& [g, w] : to) weights.push_back(w);
-      const std::vector<std::int64_t> share = split_by_units(c, weights, s);
-      for (std::size_t i = 0; i < to.size(); ++i) {
-        if (share[i] == 0) continue;
-        const int g = to[i].first;
-        plan.routes.push_back({s, instance_of[e][g], share[i], g == s ? Carrier::none : Carrier::ep_backend});
+  // or over all copies when its node has none. The targets depend only on (node, expert).
+  const int nodes = (n + gpn - 1) / gpn;
+  std::vector<int> gpus, weights;
+  for (int e = 0; e < experts; ++e) {
+    for (int node = 0; node < nodes; ++node) {
+      const int first = node * gpn;
+      const int last = std::min(n, first + gpn);
+      gpus.clear();
+      weights.clear();
+      for (int g = first; g < last; ++g)
+        if (const int c = copies_at(e, g)) gpus.push_back(g), weights.push_back(c);
+      if (gpus.empty())
+        for (int g = 0; g < n; ++g)
+          if (const int c = copies_at(e, g)) gpus.push_back(g), weights.push_back(c);
+      for (int s = first; s < last; ++s) {
+        const std::int64_t c = record.count(s, e, experts);
+        if (c == 0) continue;
+        const std::vector<std::int64_t> share = split_by_units(c, weights, s);
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+          if (share[i] == 0) continue;
+          const int g = gpus[i];
+          plan.routes.push_back({s, instance_of[static_cast<std::size_t>(e) * n + g], share[i],
+                                 g == s ? Carrier::none : Carrier::ep_backend});
+        }
       }
     }
   }
+  // Routes in source order, as the exchange reads them.
+  std::stable_sort(plan.routes.begin(), plan.routes.end(),
+                   [](const TokenRoute& a, const TokenRoute& b) { return a.src_rank < b.src_rank; });
   return plan;
 }
 
@@ -274,8 +324,9 @@ std::unique_ptr<Balancer> make_laer_moe(ConfigMap& params) {
   p.capacity_per_gpu = static_cast<int>(params.get_int_or("capacity_per_gpu", p.capacity_per_gpu, 0, 1 << 16));
   p.window = static_cast<int>(params.get_int_or("window", p.window, 1, kMaxCount));
   p.period = static_cast<int>(params.get_int_or("period", p.period, 1, kMaxCount));
-  p.traffic = params.get_choice_or("traffic", "changes", {"changes", "always"}) == "always" ? LaerTraffic::always
-                                                                                            : LaerTraffic::changes;
+  p.traffic = params.get_choice_or("traffic", "always", {"always", "changes"}) == "changes" ? LaerTraffic::changes
+                                                                                            : LaerTraffic::always;
+  p.grad_bytes_per_param = static_cast<int>(params.get_int_or("grad_bytes_per_param", p.grad_bytes_per_param, 0, 8));
   p.checkpoint = params.get_bool_or("checkpoint", p.checkpoint);
   p.comp_us_per_token = params.get_double_or("comp_us_per_token", p.comp_us_per_token, 0, 1e9);
   p.intra_GBps = params.get_double_or("intra_GBps", p.intra_GBps, 0, 1e6);

@@ -1,7 +1,8 @@
 // LAER-MoE (ASPLOS'26, arXiv 2602.11686; `PKU-DAIR/Hetu-Galvatron`, branch laer-moe): Fully Sharded
 // Expert Parallel (FSEP). Every expert's weights are sharded N ways over all GPUs; each GPU restores,
-// by an all-to-all gather of shards, the `capacity_per_gpu` expert copies the current layout gives it,
-// and gradients go back by reduce-scatter. A CPU planner, asynchronous, picks the layout from the
+// by an all-to-all gather of shards prefetched at the layer's start, the `capacity_per_gpu` expert
+// copies the current layout gives it, and their gradients go back by reduce-scatter after the
+// backward, in every layer of every micro-batch. A CPU planner, asynchronous, picks the layout from the
 // layer's recent history (the port below of `csrc/greedy_balancer.cpp:
 // greedy_load_balancing_heuristic_complete`): replica-count candidates (even, precise), a greedy
 // placement of each, a cost model 4 x sum of communication + 3 x max compute, cheapest wins. Tokens go
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -56,15 +58,22 @@ LaerLayout laer_plan_layout(const std::vector<std::vector<double>>& tokens, int 
 
 /// How the FSEP shard gathers and gradient reduce-scatters are charged.
 enum class LaerTraffic {
-  changes,  ///< gathers only for copies new on their GPU; reduce-scatter only for replicated experts
-  always,   ///< full FSEP: every copy gathered and every copy's gradients reduce-scattered, every record
+  always,   ///< FSEP as LAER runs it: every copy gathered and every copy's gradients reduce-scattered,
+            ///< in every record
+  changes,  ///< a what-if with resident copies: gathers only for copies new on their GPU, reduce-scatter
+            ///< only for replicated experts
 };
 
+/// The default capacity: 2 E / N (at least 1), the smallest multiple of E / N for which the
+/// planner's two candidates (even, precise) both exist, so that its cost model chooses between them.
+int laer_default_capacity(int num_experts, int num_gpus);
+
 struct LaerMoeParams {
-  int capacity_per_gpu = 0;  ///< C_e, expert copies a GPU restores; 0: E/N + 1 (one spare slot)
+  int capacity_per_gpu = 0;  ///< C_e, expert copies a GPU restores; 0: laer_default_capacity (2 E / N)
   int window = 5;            ///< records of the layer summed into E[device][expert] (history_capacity = 5)
   int period = 1;            ///< re-plan every `period` records of the same layer
-  LaerTraffic traffic = LaerTraffic::changes;
+  LaerTraffic traffic = LaerTraffic::always;
+  int grad_bytes_per_param = 0;  ///< gradient reduce-scatter precision; 0: the model's dtype_bytes
   bool checkpoint = false;       ///< the cost model's (3 + ckpt) factor
   double comp_us_per_token = 0;  ///< v_comp; 0: expert FLOPs per token / the GPU's bf16 peak
   double intra_GBps = 0;         ///< V_intra; 0: the hardware's NVLink port bandwidth
@@ -79,7 +88,8 @@ class LaerMoe : public Balancer {
 
  private:
   struct LayerState {
-    std::vector<std::vector<std::int64_t>> history;  ///< N x E counts of the last `window` records, flattened
+    std::deque<std::vector<std::uint32_t>> history;  ///< N x E counts of the last `window` records, flattened
+    std::vector<std::int64_t> history_sum;           ///< their element-wise sum
     std::int64_t records_seen = 0;
     LaerLayout layout;  ///< current layout; empty while static
   };
@@ -87,8 +97,8 @@ class LaerMoe : public Balancer {
   std::map<std::uint32_t, LayerState> layers_;
 };
 
-/// Reads capacity_per_gpu, window, period, traffic, checkpoint, comp_us_per_token, intra_GBps,
-/// inter_GBps and planner_time_us (all optional).
+/// Reads capacity_per_gpu, window, period, traffic, grad_bytes_per_param, checkpoint,
+/// comp_us_per_token, intra_GBps, inter_GBps and planner_time_us (all optional).
 std::unique_ptr<Balancer> make_laer_moe(ConfigMap& params);
 
 }  // namespace epsim

@@ -76,6 +76,7 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
     const int g = plan.instances[t.instance].gpu;
     if (t.kind == TransferKind::weights) {
       CHECK(t.pass == PassKind::forward);
+      CHECK(t.start == TransferStart::prefetch);
       CHECK(t.dst_gpu == g);
     } else {
       CHECK(t.pass == PassKind::backward);
@@ -267,7 +268,7 @@ TEST_CASE("laer_moe: corner cases") {
   }
   SUBCASE("capacity below the expert count is rejected") {
     LaerMoeParams p;
-    p.capacity_per_gpu = 0;  // default: E/N + 1 = 2
+    p.capacity_per_gpu = 0;  // default: 2 E/N = 2
     LaerMoe ok(p);
     const TraceRecord rec = record_of({{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}});
     CHECK_NOTHROW(ok.plan(rec, ctx));
