@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "sim/balancers/lp_solver.hpp"
+#include "sim/balancers/micromoe_flow.hpp"
 #include "sim/balancers/placement.hpp"
 
 namespace epsim {
@@ -63,8 +64,34 @@ std::vector<std::vector<int>> micromoe_replica_layout(int num_experts, int num_g
   return layout;
 }
 
-MicroMoeSchedule micromoe_schedule(const TraceRecord& record, int num_gpus, int num_experts, int gpus_per_node,
-                                   const std::vector<std::vector<int>>& gpus_of, const MicroMoeParams& params) {
+namespace {
+
+/// The flow solver: loads per expert, the exact integer min-max, then each expert's totals by source.
+MicroMoeSchedule schedule_by_flow(const TraceRecord& record, int n, int experts, int gpus_per_node,
+                                  const std::vector<std::vector<int>>& gpus_of) {
+  MicroMoeSchedule result;
+  result.split.resize(static_cast<std::size_t>(n) * experts);
+  std::vector<std::int64_t> loads(experts, 0);
+  for (int s = 0; s < n; ++s)
+    for (int e = 0; e < experts; ++e) loads[e] += record.count(s, e, experts);
+  const ReplicaBalance balance = micromoe_balance_over_replicas(loads, gpus_of, n);
+  result.lp_max_load = static_cast<double>(balance.max_load);
+  std::vector<std::int64_t> counts(n);
+  for (int e = 0; e < experts; ++e) {
+    for (int s = 0; s < n; ++s) counts[s] = record.count(s, e, experts);
+    if (gpus_of[e].size() == 1) {
+      for (int s = 0; s < n; ++s) result.split[static_cast<std::size_t>(s) * experts + e] = {counts[s]};
+      continue;
+    }
+    auto split = micromoe_split_by_source(counts, gpus_of[e], balance.per_instance[e], gpus_per_node);
+    for (int s = 0; s < n; ++s) result.split[static_cast<std::size_t>(s) * experts + e] = std::move(split[s]);
+  }
+  return result;
+}
+
+/// The lp solver (GLPK), as documented in docs/balancers.md.
+MicroMoeSchedule schedule_by_lp(const TraceRecord& record, int num_gpus, int num_experts, int gpus_per_node,
+                                const std::vector<std::vector<int>>& gpus_of, const MicroMoeParams& params) {
   const int n = num_gpus;
   const int experts = num_experts;
   MicroMoeSchedule result;
@@ -129,6 +156,19 @@ MicroMoeSchedule micromoe_schedule(const TraceRecord& record, int num_gpus, int 
   return result;
 }
 
+}  // namespace
+
+int micromoe_redundant_per_gpu(const MicroMoeParams& params, int num_experts, int num_gpus) {
+  return params.redundant_per_gpu >= 0 ? params.redundant_per_gpu : num_experts / std::max(1, num_gpus);
+}
+
+MicroMoeSchedule micromoe_schedule(const TraceRecord& record, int num_gpus, int num_experts, int gpus_per_node,
+                                   const std::vector<std::vector<int>>& gpus_of, const MicroMoeParams& params) {
+  if (params.solver == MicroMoeSolver::flow)
+    return schedule_by_flow(record, num_gpus, num_experts, gpus_per_node, gpus_of);
+  return schedule_by_lp(record, num_gpus, num_experts, gpus_per_node, gpus_of, params);
+}
+
 Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
@@ -149,8 +189,8 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     gpus_of[e] = {g};
     instance_of[e] = {e};
   }
-  const std::vector<std::vector<int>> layout =
-      micromoe_replica_layout(experts, n, params_.redundant_per_gpu, context.placement);
+  const std::vector<std::vector<int>> layout = micromoe_replica_layout(
+      experts, n, micromoe_redundant_per_gpu(params_, experts, n), context.placement);
   for (int g = 0; g < n; ++g) {
     for (int e : layout[g]) {
       const int inst = static_cast<int>(plan.instances.size());
@@ -171,13 +211,38 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       }
     }
   }
+  // Synchronisation, once per optimizer step, charged in the record of the step's first micro-batch:
+  // each replica receives its expert's updated weights from the home copy before the dispatch, and
+  // sends its weight gradients to the home copy after its weight-gradient GEMM, in the gradient
+  // precision (the home copy holds the optimizer state and applies the summed gradients).
+  if (params_.sync && record.micro_batch == 0) {
+    const ModelSpec& model = *context.model;
+    const std::int64_t params_per_expert =
+        static_cast<std::int64_t>(model.matrices_per_expert()) * model.hidden_size * model.expert_ffn_size;
+    const std::int64_t weight_bytes = params_per_expert * model.dtype_bytes;
+    const std::int64_t grad_bytes =
+        params_per_expert * (params_.grad_bytes_per_param > 0 ? params_.grad_bytes_per_param : model.dtype_bytes);
+    for (int inst = experts; inst < static_cast<int>(plan.instances.size()); ++inst) {
+      const int e = plan.instances[inst].expert;
+      const int g = plan.instances[inst].gpu;
+      const int home = plan.instances[e].gpu;
+      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home, g, weight_bytes,
+                                Carrier::ep_backend, TransferStart::before_dispatch});
+      plan.transfers.push_back(
+          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend});
+    }
+  }
   return plan;
 }
 
 std::unique_ptr<Balancer> make_micromoe(ConfigMap& params) {
   MicroMoeParams p;
-  p.redundant_per_gpu = static_cast<int>(
-      params.get_int_or("redundant_per_gpu", p.redundant_per_gpu, 0, std::numeric_limits<int>::max()));
+  if (params.has("redundant_per_gpu"))
+    p.redundant_per_gpu =
+        static_cast<int>(params.get_int("redundant_per_gpu", 0, std::numeric_limits<int>::max()));
+  p.solver = params.get_choice_or("solver", "flow", {"flow", "lp"}) == "lp" ? MicroMoeSolver::lp : MicroMoeSolver::flow;
+  p.sync = params.get_bool_or("sync", p.sync);
+  p.grad_bytes_per_param = static_cast<int>(params.get_int_or("grad_bytes_per_param", p.grad_bytes_per_param, 0, 8));
   p.minimize_traffic = params.get_bool_or("minimize_traffic", p.minimize_traffic);
   p.internode_traffic_weight = params.get_double_or("internode_traffic_weight", p.internode_traffic_weight, 0, 1e6);
   // An hour bounds the value so that the conversion to picoseconds cannot overflow.

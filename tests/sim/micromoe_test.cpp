@@ -1,5 +1,7 @@
-// MicroMoE: the replica layout, hand-solved LPs and the invariants of its plans. Counts are c[s][e]
-// rows; with contiguous placement GPU g is the home of experts g*E/N .. (g+1)*E/N - 1.
+// MicroMoE: the replica layout, hand-solved LPs with the GLPK solver (`solver: lp`) and the invariants
+// of its plans, without the per-step synchronisation (tests/sim/micromoe_flow_test.cpp covers the
+// default flow solver, synchronisation and memory). Counts are c[s][e] rows; with contiguous placement
+// GPU g is the home of experts g*E/N .. (g+1)*E/N - 1.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -27,7 +29,9 @@ using test::record_of;
 MicroMoeParams params_with(int redundant_per_gpu, bool minimize_traffic = true) {
   MicroMoeParams p;
   p.redundant_per_gpu = redundant_per_gpu;
+  p.solver = MicroMoeSolver::lp;
   p.minimize_traffic = minimize_traffic;
+  p.sync = false;
   return p;
 }
 
@@ -220,8 +224,9 @@ TEST_CASE("MicroMoE reads its parameters strictly") {
   ConfigMap defaults = params_of("{}");
   CHECK(make_micromoe(defaults) != nullptr);
   CHECK_NOTHROW(defaults.finish());
-  ConfigMap set =
-      params_of("{redundant_per_gpu: 1, minimize_traffic: false, internode_traffic_weight: 2, planner_time_us: 12.5}");
+  ConfigMap set = params_of(
+      "{redundant_per_gpu: 1, solver: lp, minimize_traffic: false, internode_traffic_weight: 2, planner_time_us: 12.5, "
+      "sync: false, grad_bytes_per_param: 4}");
   auto balancer = make_micromoe(set);
   CHECK_NOTHROW(set.finish());
   const ModelSpec model = test::simple_model(4);
@@ -232,6 +237,8 @@ TEST_CASE("MicroMoE reads its parameters strictly") {
   CHECK(plan.instances.size() == 6u);
   ConfigMap negative = params_of("{redundant_per_gpu: -1}");
   CHECK_THROWS_AS(make_micromoe(negative), InputError);
+  ConfigMap bad_solver = params_of("{solver: simplex}");
+  CHECK_THROWS_AS(make_micromoe(bad_solver), InputError);
   ConfigMap unknown = params_of("{redundant_per_gpus: 1}");
   make_micromoe(unknown);
   CHECK_THROWS_AS(unknown.finish(), InputError);
