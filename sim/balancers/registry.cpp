@@ -12,6 +12,11 @@
 
 namespace epsim {
 
+const char* const kOracleIsABound =
+    "'oracle' is not a balancer: it is the lower bound on layer time that every run reports beside each "
+    "balancer (bound_layer_time_us, gap_to_bound_us; docs/balancers.md \"The oracle\"); the plan that gives "
+    "every GPU the mean load for free is 'ideal-balance'";
+
 const std::vector<BalancerInfo>& balancer_registry() {
   // An explicit list rather than self-registering statics: the order is fixed and nothing depends on
   // static initialisation order.
@@ -30,8 +35,6 @@ const std::vector<BalancerInfo>& balancer_registry() {
        [](ConfigMap& params) { return make_ultraep(params); }},
       {"micromoe", "MicroMoE (stand-in LP): per-micro-batch token split over a fixed ring of replicas (GLPK)",
        [](ConfigMap& params) { return make_micromoe(params); }},
-      {"oracle", "lower bound: every GPU computes the mean load, extra instances appear at zero cost",
-       [](ConfigMap&) { return std::make_unique<IdealBalance>(); }},
       {"ideal-balance", "what-if, not a bound: every GPU computes the mean load with static EP's traffic, for free",
        [](ConfigMap&) { return std::make_unique<IdealBalance>(); }},
   };
@@ -39,6 +42,7 @@ const std::vector<BalancerInfo>& balancer_registry() {
 }
 
 std::unique_ptr<Balancer> make_balancer(const BalancerChoice& choice, const std::string& file) {
+  if (choice.name == "oracle") throw InputError(choice.params_place.empty() ? file : choice.params_place, "", kOracleIsABound);
   std::string known;
   for (const BalancerInfo& info : balancer_registry()) {
     if (info.name == choice.name) {

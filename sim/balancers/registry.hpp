@@ -22,6 +22,10 @@ struct BalancerInfo {
 /// Every balancer epsim knows, in a fixed order.
 const std::vector<BalancerInfo>& balancer_registry();
 
+/// What a file that names the balancer "oracle" is told: the oracle is the lower bound every run
+/// reports, not a plan to simulate.
+extern const char* const kOracleIsABound;
+
 /// Builds the balancer an experiment names. Throws InputError for an unknown name (listing the known
 /// ones) or bad parameters.
 std::unique_ptr<Balancer> make_balancer(const BalancerChoice& choice, const std::string& file);

@@ -185,6 +185,7 @@ void read_balancers(const YAML::Node& list, const std::string& file, ComparisonS
   for (std::size_t i = 0; i < list.size(); ++i) {
     ConfigMap m(list[i], file, "balancers[" + std::to_string(i) + "]");
     ComparisonBalancer b;
+    if (m.has("name") && m.get_string("name") == "oracle") m.fail("name", kOracleIsABound);
     b.choice.name = m.get_choice("name", known);  // an unknown name lists the registry's, with a typo hint
     const bool labelled = m.has("label");
     b.label = m.get_string_or("label", b.choice.name);

@@ -3,6 +3,8 @@
 // units match the spec structs one to one; docs/config.md lists them with defaults and rules.
 #include "sim/config/loaders.hpp"
 
+#include "sim/balancers/registry.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -272,6 +274,7 @@ ExperimentSpec load_experiment(const std::string& path) {
   {
     ConfigMap b = top.get_map("balancer");
     x.balancer.name = b.get_string("name");
+    if (x.balancer.name == "oracle") b.fail("name", kOracleIsABound);
     const std::string at = b.where(b.has("params") ? "params" : "");
     x.balancer.params_place = at.substr(0, at.rfind(':'));  // file:line
     x.balancer.params = b.get_raw("params");

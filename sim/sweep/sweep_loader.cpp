@@ -291,6 +291,7 @@ std::vector<SweepBalancer> read_balancers(ConfigMap& top, const ExperimentSpec& 
   for (std::size_t i = 0; i < list.size(); ++i) {
     ConfigMap m(list[i], file, "balancers[" + std::to_string(i) + "]");
     SweepBalancer b;
+    if (m.has("name") && m.get_string("name") == "oracle") m.fail("name", kOracleIsABound);
     b.choice.name = m.get_choice("name", known);
     const std::string label_key = m.has("label") ? "label" : "name";
     b.label = m.get_string_or("label", b.choice.name);

@@ -1,5 +1,5 @@
 // load_comparison on the fixtures in tests/fixtures/config/comparison-*.yaml (each bad fixture says
-// on its first line what is wrong and where). Only static_ep and oracle are used: they are the
+// on its first line what is wrong and where). Only static_ep and ideal-balance are used: they are the
 // balancers every build registers.
 #include <doctest/doctest.h>
 
@@ -49,7 +49,7 @@ TEST_CASE("a comparison file loads with every key") {
   CHECK(spec.balancers[0].label == "static_ep");
   CHECK(spec.balancers[0].choice.name == "static_ep");
   CHECK(spec.balancers[1].label == "perfect");
-  CHECK(spec.balancers[1].choice.name == "oracle");
+  CHECK(spec.balancers[1].choice.name == "ideal-balance");
   CHECK(spec.balancers[1].choice.params.IsMap());
   CHECK(spec.balancers[1].choice.params_place == fixture("comparison-good.yaml") + ":16");
   CHECK(spec.baseline == "static_ep");
@@ -64,7 +64,7 @@ TEST_CASE("a comparison file loads with every key") {
   CHECK(x.trace_path == spec.cases[0].trace_path);
   CHECK(x.model.num_experts == 128);
   CHECK(x.hardware.name == "h100-sxm-8-ndr");
-  CHECK(x.balancer.name == "oracle");
+  CHECK(x.balancer.name == "ideal-balance");
   CHECK(x.ep_degree == 16);
   CHECK(x.placement == epsim::Placement::interleaved);
   CHECK(x.seed == 7);
@@ -81,7 +81,7 @@ TEST_CASE("a comparison file's defaults") {
   CHECK(spec.backward);
   CHECK(spec.max_records == 0);
   REQUIRE(spec.balancers.size() == 2);
-  CHECK(spec.balancers[0].label == "oracle");
+  CHECK(spec.balancers[0].label == "ideal-balance");
   CHECK(spec.balancers[0].choice.params.IsNull());
   CHECK(spec.balancers[0].choice.params_place == fixture("comparison-defaults.yaml") + ":12");
 }
@@ -109,7 +109,7 @@ TEST_CASE("bad comparison files are rejected with file:line:col") {
   expect("comparison-duplicate-label.yaml",
          "12:5: duplicate balancer label 'static_ep' (first at line 11); give one of them its own `label:`");
   expect("comparison-baseline-missing.yaml",
-         "13:1: baseline 'fastermoe' is not one of the balancer labels (static_ep, oracle)");
+         "13:1: baseline 'fastermoe' is not one of the balancer labels (static_ep, ideal-balance)");
   expect("comparison-ep-not-divide.yaml",
          "6:5: case 'glm5-sample': EP degree 12 (ep_degrees, line 14) does not divide the 128 experts of model "
          "glm5-like-128");
@@ -129,6 +129,11 @@ TEST_CASE("an unknown balancer name is reported at its entry, with the registry'
   CHECK(error_of("comparison-unknown-balancer.yaml") ==
         fixture("comparison-unknown-balancer.yaml") + ":12:11: balancers[1].name: expected one of " + known +
             ", got 'static-ep'; did you mean 'static_ep'?");
+}
+
+TEST_CASE("the oracle named as a balancer is refused with what it is now") {
+  CHECK(error_of("comparison-oracle.yaml") ==
+        fixture("comparison-oracle.yaml") + ":12:5: " + epsim::kOracleIsABound);
 }
 
 TEST_CASE("a comparison file of the wrong kind is refused") {

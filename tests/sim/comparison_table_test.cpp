@@ -242,7 +242,7 @@ TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
              "ep_degrees: [8, 16]\n"
              "balancers:\n"
              "  - name: static_ep\n"
-             "  - name: oracle\n"
+             "  - name: ideal-balance\n"
              "output: out\n"
              "max_records: 2\n");
   const CliResult r = run_epsim("compare cmp.yaml", dir);
@@ -260,9 +260,9 @@ TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
   while (std::getline(lines, line)) all.push_back(line);
   REQUIRE(all.size() == 5);  // header + 1 case x 2 EP degrees x 2 balancers
   CHECK(all[1].rfind("sample,8,static_ep,static_ep,2,", 0) == 0);
-  CHECK(all[2].rfind("sample,8,oracle,oracle,2,", 0) == 0);
+  CHECK(all[2].rfind("sample,8,ideal-balance,ideal-balance,2,", 0) == 0);
   CHECK(all[3].rfind("sample,16,static_ep,static_ep,2,", 0) == 0);
-  CHECK(all[4].rfind("sample,16,oracle,oracle,2,", 0) == 0);
+  CHECK(all[4].rfind("sample,16,ideal-balance,ideal-balance,2,", 0) == 0);
   CHECK(md.find("Skipped case absent: trace absent.eptrace not found (optional).") != std::string::npos);
 
   // An existing folder is kept unless --overwrite; a second run elsewhere gives the same bytes.
