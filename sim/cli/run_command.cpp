@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "sim/balancers/ideal_balance.hpp"
+#include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
@@ -65,24 +65,12 @@ std::vector<std::int64_t> local_tokens(const LayerOutcome& o) {
   return tokens;
 }
 
-/// Adds one record to the step prediction, with the oracle's run of the same record as the balanced
-/// reference (the same run the replay compares against for the exposed overhead).
+/// Adds one record to the step prediction, with the oracle's bound for the same work as its floor.
 void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const LayerOutcome& o) {
   const std::vector<std::int64_t> tokens = local_tokens(o);
-  if (spec.balancer.name == "oracle") {
-    step.add(tokens, o.result, o.result);
-    return;
-  }
-  BalancerContext context;
-  context.num_gpus = spec.ep_degree;
-  context.gpus_per_node = spec.hardware.gpus_per_node;
-  context.placement = spec.placement;
-  context.model = &spec.model;
-  context.hardware = &spec.hardware;
-  IdealBalance oracle;
-  const LayerResult balanced =
-      simulate_layer(spec.hardware, spec.model, oracle.plan(o.record, context), tokens, spec.backward, &o.record);
-  step.add(tokens, o.result, balanced);
+  step.add(tokens, o.result,
+           oracle_bound(o.record, spec.hardware, spec.model, spec.ep_degree, tokens,
+                        static_cast<int>(o.header.top_k), spec.backward));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/balancers/oracle.hpp"
 #include "sim/replay/layer_result.hpp"
 #include "sim/step/non_moe_cost.hpp"
 #include "sim/step/overlap_time.hpp"
@@ -29,8 +30,8 @@ class StepAccumulator {
   StepAccumulator& operator=(const StepAccumulator&) = delete;
 
   /// One record: the tokens each rank fed the layer, its simulated result under the experiment's
-  /// balancer and under the oracle (the balanced reference).
-  void add(const std::vector<std::int64_t>& local_tokens, const LayerResult& result, const LayerResult& balanced) {
+  /// balancer, and the oracle's bound for the same work.
+  void add(const std::vector<std::int64_t>& local_tokens, const LayerResult& result, const LayerBound& bound) {
     if (local_tokens.empty()) return;
     double max_tokens = 0, sum_tokens = 0;
     for (std::int64_t t : local_tokens) {
@@ -41,7 +42,7 @@ class StepAccumulator {
     const PassTime_us non_moe = cost_.moe_layer(max_tokens);
     double compute = 0;
     layer_sum_ += layer_us(non_moe, result, n, &compute);
-    balanced_sum_ += layer_us(non_moe, balanced, n, nullptr);
+    bound_sum_ += bound_layer_us(non_moe, bound);
     moe_compute_sum_ += compute;
     non_moe_sum_ += non_moe.total();
     dense_sum_ += cost_.dense_layer(max_tokens).total();
@@ -61,19 +62,32 @@ class StepAccumulator {
     if (records_ == 0) return p;
     const double r = static_cast<double>(records_);
     p.moe_layer_us = layer_sum_ / r;
-    p.balanced_moe_layer_us = balanced_sum_ / r;
+    p.bound_moe_layer_us = bound_sum_ / r;
     p.dense_layer_us = dense_sum_ / r;
     p.head_us = head_sum_ / r;
     p.tokens_per_gpu = tokens_sum_ / r;
     const double fixed = p.dense_layers * p.dense_layer_us + p.head_us;
     p.step_us = p.moe_layers * p.moe_layer_us + fixed;
-    p.balanced_step_us = p.moe_layers * p.balanced_moe_layer_us + fixed;
+    p.bound_step_us = p.moe_layers * p.bound_moe_layer_us + fixed;
     p.non_moe_us = p.moe_layers * (non_moe_sum_ / r) + fixed;
     p.moe_compute_us = p.moe_layers * (moe_compute_sum_ / r);
     return p;
   }
 
  private:
+  /// A floor on one MoE layer with its non-MoE work N, per pass. Run plainly, the pass takes N + P with
+  /// P at least the oracle's bound B. With two-micro-batch overlap each GPU takes at least
+  /// max(N, M_g/2) + max(C_g, M_g/2) >= N + C_g, and C_g of the slowest GPU is at least the bound's
+  /// compute term, so N + min(B, compute term) = N + compute term is a floor there.
+  double bound_layer_us(const PassTime_us& non_moe, const LayerBound& b) const {
+    const auto pass = [&](double non_moe_us, const PassBound& p) {
+      const double moe_ps = step_.overlap == StepOverlap::none ? p.total_ps() : p.compute_ps;
+      return non_moe_us + moe_ps * 1e-6;
+    };
+    double total = pass(non_moe.forward, b.forward);
+    if (step_.mode == StepMode::training) total += pass(non_moe.backward, b.backward);
+    return total;
+  }
   /// Both passes of one MoE layer; adds the slowest GPU's MoE compute per pass to `*compute`.
   double layer_us(const PassTime_us& non_moe, const LayerResult& r, int n, double* compute) const {
     double total = pass_us(non_moe.forward, r.forward_ps, r, Pass::forward, n, compute);
@@ -95,7 +109,7 @@ class StepAccumulator {
   StepSpec step_;
   NonMoeCost cost_;
   std::size_t records_ = 0;
-  double layer_sum_ = 0, balanced_sum_ = 0, moe_compute_sum_ = 0, non_moe_sum_ = 0;
+  double layer_sum_ = 0, bound_sum_ = 0, moe_compute_sum_ = 0, non_moe_sum_ = 0;
   double dense_sum_ = 0, head_sum_ = 0, tokens_sum_ = 0;
 };
 

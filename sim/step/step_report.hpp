@@ -46,10 +46,10 @@ inline void print_step(std::ostream& out, const StepPrediction& p) {
   out << row("share: non-MoE compute", "%.3f", share(p.non_moe_us, p.step_us));
   out << row("share: MoE compute (slowest GPU)", "%.3f", share(p.moe_compute_us, p.step_us));
   out << row("share: MoE communication + waiting", "%.3f", share(p.moe_exposed_comm_us(), p.step_us));
-  out << row("balanced step time (us)", "%.1f", p.balanced_step_us, "every MoE layer under the oracle");
-  out << row("balanced throughput (tokens/s per GPU)", "%.1f", p.balanced_tokens_per_s_per_gpu());
-  out << row("cost of imbalance (us)", "%.1f", p.imbalance_cost_us());
-  out << row("cost of imbalance (share of step)", "%.4f", share(p.imbalance_cost_us(), p.step_us));
+  out << row("bound step time (us)", "%.1f", p.bound_step_us, "every MoE layer at the oracle's bound");
+  out << row("bound throughput (tokens/s per GPU)", "%.1f", p.bound_tokens_per_s_per_gpu());
+  out << row("gap to bound (us)", "%.1f", p.gap_to_bound_us());
+  out << row("gap to bound (share of step)", "%.4f", share(p.gap_to_bound_us(), p.step_us));
 }
 
 inline nlohmann::ordered_json step_to_json(const StepPrediction& p) {
@@ -70,10 +70,10 @@ inline nlohmann::ordered_json step_to_json(const StepPrediction& p) {
   j["non_moe_us"] = p.non_moe_us;
   j["moe_compute_us"] = p.moe_compute_us;
   j["moe_exposed_comm_us"] = p.moe_exposed_comm_us();
-  j["balanced_moe_layer_us"] = p.balanced_moe_layer_us;
-  j["balanced_step_us"] = p.balanced_step_us;
-  j["balanced_tokens_per_s_per_gpu"] = p.balanced_tokens_per_s_per_gpu();
-  j["imbalance_cost_us"] = p.imbalance_cost_us();
+  j["bound_moe_layer_us"] = p.bound_moe_layer_us;
+  j["bound_step_us"] = p.bound_step_us;
+  j["bound_tokens_per_s_per_gpu"] = p.bound_tokens_per_s_per_gpu();
+  j["gap_to_bound_us"] = p.gap_to_bound_us();
   return j;
 }
 

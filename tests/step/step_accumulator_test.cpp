@@ -1,5 +1,5 @@
 // A step from hand-made layer results: the MoE layers' mean scaled to the model's MoE layers, the
-// dense layers and the balanced reference, without and with two-micro-batch overlap.
+// dense layers and the floor from the oracle's bound, without and with two-micro-batch overlap.
 #include <doctest/doctest.h>
 
 #include "sim/step/step_accumulator.hpp"
@@ -58,28 +58,36 @@ ExperimentSpec experiment(StepOverlap overlap) {
 
 const double kFwdSplit[2] = {600, 300};
 const double kBwdSplit[2] = {2200, 1600};
-const double kBalancedFwdSplit[2] = {450, 450};
-const double kBalancedBwdSplit[2] = {1700, 1700};
+/// An oracle bound: forward compute term 450 us, egress 800 us; backward compute 1500 us, ingress 1600.
+LayerBound bound(double fwd_compute_us = 450, double fwd_egress_us = 800, double bwd_compute_us = 1500,
+                 double bwd_ingress_us = 1600) {
+  LayerBound b;
+  b.forward.compute_ps = fwd_compute_us * kPsPerUs;
+  b.forward.egress_ps = fwd_egress_us * kPsPerUs;
+  b.backward.compute_ps = bwd_compute_us * kPsPerUs;
+  b.backward.ingress_ps = bwd_ingress_us * kPsPerUs;
+  return b;
+}
 
 }  // namespace
 
 TEST_CASE("without overlap a step is the plain sum of its layers, MoE layers scaled from the trace's mean") {
   const ExperimentSpec x = experiment(StepOverlap::none);
   StepAccumulator acc(x);
-  const LayerResult balanced = layer(800, 1600, 800, kBalancedFwdSplit, kBalancedBwdSplit);
-  acc.add({100, 100}, layer(1000, 2000, 1000, kFwdSplit, kBwdSplit), balanced);
-  acc.add({100, 100}, layer(1200, 2400, 1000, kFwdSplit, kBwdSplit), balanced);
+  acc.add({100, 100}, layer(1000, 2000, 1000, kFwdSplit, kBwdSplit), bound());
+  acc.add({100, 100}, layer(1200, 2400, 1000, kFwdSplit, kBwdSplit), bound());
   const StepPrediction p = acc.prediction();
   CHECK(p.moe_layers == 4);
   CHECK(p.records == 2);
-  // Records: 601.2 + 3000 and 601.2 + 3600; mean 3901.2. Balanced: 601.2 + 2400 = 3001.2.
+  // Records: 601.2 + 3000 and 601.2 + 3600; mean 3901.2. Bound: each pass's largest term,
+  // 601.2 + 800 + 1600 = 3001.2.
   CHECK(p.moe_layer_us == doctest::Approx(3901.2));
-  CHECK(p.balanced_moe_layer_us == doctest::Approx(3001.2));
+  CHECK(p.bound_moe_layer_us == doctest::Approx(3001.2));
   CHECK(p.dense_layer_us == doctest::Approx(1200));
   CHECK(p.head_us == 0);
   CHECK(p.step_us == doctest::Approx(4 * 3901.2 + 1200));
-  CHECK(p.balanced_step_us == doctest::Approx(4 * 3001.2 + 1200));
-  CHECK(p.imbalance_cost_us() == doctest::Approx(3600));
+  CHECK(p.bound_step_us == doctest::Approx(4 * 3001.2 + 1200));
+  CHECK(p.gap_to_bound_us() == doctest::Approx(3600));
   CHECK(p.tokens_per_gpu == 100);
   CHECK(p.tokens_per_s_per_gpu() == doctest::Approx(100 / (p.step_us * 1e-6)));
   CHECK(p.non_moe_us == doctest::Approx(4 * 601.2 + 1200));
@@ -91,30 +99,28 @@ TEST_CASE("without overlap a step is the plain sum of its layers, MoE layers sca
 TEST_CASE("with two micro-batches each pass takes the max-based time of its slowest GPU") {
   const ExperimentSpec x = experiment(StepOverlap::two_micro_batch);
   StepAccumulator acc(x);
-  const LayerResult balanced = layer(800, 1600, 800, kBalancedFwdSplit, kBalancedBwdSplit);
   // Record 1, forward: GPU 0 max(200.4, 400/2) + max(600, 200) = 800.4; GPU 1 max(200.4, 350) +
   // max(300, 350) = 700. Backward: GPU 0 max(400.8, 400) + max(1200, 400) = 1600.8; GPU 1
   // max(400.8, 700) + max(600, 700) = 1400. Layer 2401.2.
-  acc.add({100, 100}, layer(1000, 2000, 1000, kFwdSplit, kBwdSplit), balanced);
+  acc.add({100, 100}, layer(1000, 2000, 1000, kFwdSplit, kBwdSplit), bound());
   // Record 2: the same work in passes 200 and 400 us longer, time no GPU was busy and nothing
   // hides: 1000.4 + 2000.8 = 3001.2.
-  acc.add({100, 100}, layer(1200, 2400, 1000, kFwdSplit, kBwdSplit), balanced);
+  acc.add({100, 100}, layer(1200, 2400, 1000, kFwdSplit, kBwdSplit), bound());
   const StepPrediction p = acc.prediction();
   CHECK(p.moe_layer_us == doctest::Approx(2701.2));
-  // Balanced: max(200.4, 175) + max(450, 175) = 650.4 forward, max(400.8, 350) + max(900, 350) =
-  // 1300.8 backward.
-  CHECK(p.balanced_moe_layer_us == doctest::Approx(1951.2));
+  // Bound under overlap: N plus the compute term (communication may hide entirely): 200.4 + 450
+  // forward, 400.8 + 1500 backward.
+  CHECK(p.bound_moe_layer_us == doctest::Approx(2551.2));
   CHECK(p.step_us == doctest::Approx(4 * 2701.2 + 1200));
-  CHECK(p.balanced_step_us == doctest::Approx(4 * 1951.2 + 1200));
-  CHECK(p.imbalance_cost_us() == doctest::Approx(3000));
+  CHECK(p.bound_step_us == doctest::Approx(4 * 2551.2 + 1200));
+  CHECK(p.gap_to_bound_us() == doctest::Approx(600));
 }
 
 TEST_CASE("inference modes time the forward pass only") {
   ExperimentSpec x = experiment(StepOverlap::none);
   x.step->mode = StepMode::prefill;
   StepAccumulator acc(x);
-  const LayerResult balanced = layer(800, 0, 800, kBalancedFwdSplit, kBalancedBwdSplit);
-  acc.add({100, 100}, layer(1000, 0, 1000, kFwdSplit, kBwdSplit), balanced);
+  acc.add({100, 100}, layer(1000, 0, 1000, kFwdSplit, kBwdSplit), bound());
   const StepPrediction p = acc.prediction();
   CHECK(p.moe_layer_us == doctest::Approx(1200.4));
   CHECK(p.dense_layer_us == doctest::Approx(400));
@@ -126,9 +132,9 @@ TEST_CASE("the slowest rank's tokens set the non-MoE work; the mean sets the thr
   const ExperimentSpec x = experiment(StepOverlap::none);
   StepAccumulator acc(x);
   const LayerResult r = layer(1000, 2000, 1000, kFwdSplit, kBwdSplit);
-  acc.add({50, 150}, r, r);  // 150 tokens: N = 300.6 forward, 601.2 backward
+  acc.add({50, 150}, r, bound(1000, 0, 2000, 0));  // 150 tokens: N = 300.6 forward, 601.2 backward
   const StepPrediction p = acc.prediction();
   CHECK(p.moe_layer_us == doctest::Approx(901.8 + 3000));
   CHECK(p.tokens_per_gpu == 100);
-  CHECK(p.imbalance_cost_us() == 0);
+  CHECK(p.gap_to_bound_us() == doctest::Approx(0));
 }

@@ -149,11 +149,11 @@ TEST_CASE("epsim run prints and writes the step prediction only for an experimen
   REQUIRE(r.status == 0);
   CHECK(r.out.find("step (training, sequence length 4096, overlap two_micro_batch; 78 layers = 3 dense + 75 MoE") !=
         std::string::npos);
-  CHECK(r.out.find("cost of imbalance (us)") != std::string::npos);
+  CHECK(r.out.find("gap to bound (us)") != std::string::npos);
   CHECK(read_file(dir / "step/summary.txt").find("step time (us)") != std::string::npos);
   const std::string json = read_file(dir / "step/step.json");
   CHECK(json.find("\"step_us\"") != std::string::npos);
-  CHECK(json.find("\"imbalance_cost_us\"") != std::string::npos);
+  CHECK(json.find("\"gap_to_bound_us\"") != std::string::npos);
   // Deterministic: a second run writes the same file.
   r = run_epsim("run step.yaml -o again", dir);
   REQUIRE(r.status == 0);
