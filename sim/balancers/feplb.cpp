@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "sim/balancers/placement.hpp"
 
@@ -16,26 +18,41 @@ struct Piece {
   std::int64_t tokens;
 };
 
-/// Runs the scheduler node by node; pieces[e] lists expert e's dynamic pieces by receiver GPU.
-std::vector<std::vector<Piece>> schedule_all_nodes(const FeplbScheduler& scheduler,
-                                                   const std::vector<std::int64_t>& load, const std::vector<int>& home,
-                                                   int num_gpus, int gpus_per_node) {
+/// What the node schedulers decided: per expert, whether it is dynamic and its pieces by receiver.
+struct Schedule {
+  std::vector<char> dynamic;
+  std::vector<std::vector<Piece>> pieces;
+};
+
+/// Runs the scheduler node by node.
+Schedule schedule_all_nodes(const FeplbScheduler& scheduler, const std::vector<std::int64_t>& load,
+                            const std::vector<int>& home, int num_gpus, int gpus_per_node) {
   const int experts = static_cast<int>(load.size());
-  std::vector<std::vector<Piece>> pieces(experts);
+  Schedule out;
+  out.dynamic.assign(experts, 0);
+  out.pieces.assign(experts, {});
   for (int first = 0; first < num_gpus; first += gpus_per_node) {
     const int node_gpus = std::min(gpus_per_node, num_gpus - first);
     std::vector<std::vector<HomeExpert>> home_experts(node_gpus);
     for (int e = 0; e < experts; ++e)
       if (home[e] >= first && home[e] < first + node_gpus) home_experts[home[e] - first].push_back({e, load[e]});
+    for (const auto& list : scheduler.dynamic_experts(home_experts))
+      for (const HomeExpert& h : list) out.dynamic[h.expert] = 1;
     for (const DynamicMove& m : scheduler.schedule(home_experts))
-      pieces[m.expert].push_back({first + m.receiver, m.tokens});
+      out.pieces[m.expert].push_back({first + m.receiver, m.tokens});
   }
-  for (auto& p : pieces)
+  for (auto& p : out.pieces)
     std::sort(p.begin(), p.end(), [](const Piece& a, const Piece& b) { return a.receiver < b.receiver; });
-  return pieces;
+  return out;
 }
 
 }  // namespace
+
+std::int64_t feplb_gradient_bytes(const ModelSpec& model, Dtype dtype) {
+  const std::int64_t parameters =
+      static_cast<std::int64_t>(model.matrices_per_expert()) * model.hidden_size * model.expert_ffn_size;
+  return parameters * element_bytes(dtype);
+}
 
 Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
@@ -48,7 +65,7 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
     home[e] = home_gpu(e, experts, n, context.placement);
     for (int s = 0; s < n; ++s) load[e] += record.count(s, e, experts);
   }
-  const std::vector<std::vector<Piece>> pieces = schedule_all_nodes(scheduler_, load, home, n, context.gpus_per_node);
+  const Schedule schedule = schedule_all_nodes(scheduler_, load, home, n, context.gpus_per_node);
 
   Plan plan = start_plan("feplb", record, n);
   plan.planner.site = PlannerSite::host_cpu;
@@ -56,11 +73,25 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // The whole count matrix as int32 reaches each node's host, as the engine's D2H copy models it.
   plan.planner.d2h_bytes = static_cast<std::int64_t>(n) * experts * 4;
-  for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
-  // Instance e is expert e's home copy, as in static EP, so a plan without moves is static EP's.
+  // Per GPU, up to three grouped GEMMs in this order:
+  //   static: its static experts, launched once its dispatch is done, while the host plans;
+  //   dynamic at home: what its dynamic experts keep at home (all of an expert that stays, the home
+  //     share of a split one, nothing of one moved whole): its rows are known only once the planner
+  //     has decided, so it waits for it;
+  //   moved in: the dynamic experts it computes for its peers, launched as soon as their tokens and
+  //     weights have arrived, ahead of its own groups not started yet, since the home GPUs cannot
+  //     combine before these outputs are back.
+  std::vector<GemmGroup> static_group(n), home_dynamic(n), moved_in(n);
+  for (int g = 0; g < n; ++g) {
+    static_group[g].gpu = home_dynamic[g].gpu = moved_in[g].gpu = g;
+    home_dynamic[g].after_planner = true;
+    moved_in[g].after_planner = true;
+    moved_in[g].on_arrival = true;
+  }
+  // Instance e is expert e's home copy, as in static EP.
   for (int e = 0; e < experts; ++e) {
     plan.instances.push_back({e, home[e], InstanceKind::static_expert});
-    plan.gemm_order[home[e]].front().instances.push_back(e);
+    (schedule.dynamic[e] ? home_dynamic : static_group)[home[e]].instances.push_back(e);
   }
 
   // Moved tokens come off the home GPU's count source rank by source rank, lowest rank first, piece
@@ -70,19 +101,19 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
     for (int e = 0; e < experts; ++e) keep[static_cast<std::size_t>(s) * experts + e] = record.count(s, e, experts);
   std::vector<TokenRoute> dynamic_routes;
   const std::int64_t weight_bytes = context.model->expert_weight_bytes();
+  const std::int64_t gradient_bytes = feplb_gradient_bytes(*context.model, params_.gradient_dtype);
   for (int e = 0; e < experts; ++e) {
     int s = 0;
-    for (const Piece& piece : pieces[e]) {
+    for (const Piece& piece : schedule.pieces[e]) {
       const int inst = static_cast<int>(plan.instances.size());
       plan.instances.push_back({e, piece.receiver, InstanceKind::dynamic_expert});
-      if (plan.gemm_order[piece.receiver].size() < 2)
-        plan.gemm_order[piece.receiver].push_back(GemmGroup{piece.receiver, {}});
-      plan.gemm_order[piece.receiver][1].instances.push_back(inst);
-      // Gradients travel in the weights' dtype, so both directions move expert_weight_bytes().
+      moved_in[piece.receiver].instances.push_back(inst);
+      // Weights go out once the planner has decided; the receiver's weight gradients come back in the
+      // training's gradient precision after its weight-gradient GEMM, for the home GPU to sum.
       plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home[e], piece.receiver, weight_bytes,
                                 Carrier::copy_engine});
       plan.transfers.push_back({TransferKind::gradients, PassKind::backward, inst, piece.receiver, home[e],
-                                weight_bytes, Carrier::copy_engine});
+                                gradient_bytes, Carrier::copy_engine});
       std::int64_t need = piece.tokens;
       while (need > 0) {
         std::int64_t& left = keep[static_cast<std::size_t>(s) * experts + e];
@@ -110,6 +141,11 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
   plan.routes.insert(plan.routes.end(), dynamic_routes.begin(), dynamic_routes.end());
+  for (int g = 0; g < n; ++g) {
+    plan.gemm_order[g].push_back(std::move(static_group[g]));
+    if (!home_dynamic[g].instances.empty()) plan.gemm_order[g].push_back(std::move(home_dynamic[g]));
+    if (!moved_in[g].instances.empty()) plan.gemm_order[g].push_back(std::move(moved_in[g]));
+  }
   return plan;
 }
 
@@ -120,8 +156,13 @@ std::unique_ptr<Balancer> make_feplb(ConfigMap& params) {
       static_cast<int>(params.get_int_or("dynamic_experts_per_gpu", p.scheduler.dynamic_experts_per_gpu, 0, kMaxCount));
   p.scheduler.dynamic_slots_per_gpu =
       static_cast<int>(params.get_int_or("dynamic_slots_per_gpu", p.scheduler.dynamic_slots_per_gpu, 0, kMaxCount));
+  const std::string granularity = params.get_choice_or("granularity", "expert", {"expert", "tokens"});
+  p.scheduler.granularity = granularity == "expert" ? FeplbGranularity::expert : FeplbGranularity::tokens;
+  // A gain of a whole GPU's mean load or more is the largest any move can have.
+  p.scheduler.min_gain = params.get_double_or("min_gain", p.scheduler.min_gain, 0, 1);
   // An hour bounds the value so that the conversion to picoseconds cannot overflow.
   p.planner_time_us = params.get_double_or("planner_time_us", p.planner_time_us, 0, 3.6e9);
+  p.gradient_dtype = parse_dtype(params.get_choice_or("gradient_dtype", to_string(p.gradient_dtype), dtype_names()));
   return std::make_unique<Feplb>(p);
 }
 

@@ -1,10 +1,16 @@
-// FEPLB's CPU scheduler for one node (one NVLink domain). The paper (arXiv 2604.19654) says only that
-// a lightweight CPU scheduler picks, per micro-batch, how many tokens of each dynamic expert leave
-// their home GPU for node-local peers; its objective and algorithm are not public. This is our
-// documented stand-in: a deterministic greedy that lowers the node's maximum GPU load towards
-// ceil(node load / GPUs in node), moving tokens only of each GPU's few most loaded ("dynamic")
-// experts and placing at most a fixed number of foreign expert copies (slots) on any GPU.
-// Nodes are independent: the scheduler sees one node's home loads and nothing else.
+// FEPLB's CPU scheduler for one node (one NVLink domain). The paper (arXiv 2604.19654) says that
+// experts are split into static ones, computed at home while a lightweight CPU scheduler runs, and
+// dynamic ones, whose tokens and weights the Copy Engine redistributes inside the node once it has
+// decided, per micro-batch. Its algorithm is not public; what it leaves open is a named parameter
+// here (docs/balancers.md, FEPLB):
+//   - which experts are dynamic: per GPU, its dynamic_experts_per_gpu most loaded experts in this
+//     micro-batch (a GPU knows its own experts' counts once its dispatch is done);
+//   - granularity: `expert` (default) moves a dynamic expert whole, all its tokens and one weights copy
+//     to one receiver; `tokens` splits it over several receivers down to single tokens;
+//   - min_gain: a move is made only if it lowers the larger load of its donor and receiver by at least
+//     this fraction of the node's mean GPU load (never less than one token);
+//   - dynamic_slots_per_gpu: foreign dynamic experts one GPU may host (a weights copy each).
+// Nodes are independent: the scheduler sees one node's home loads and nothing else. Deterministic.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +18,19 @@
 
 namespace epsim {
 
+/// At what granularity a dynamic expert's tokens (and so its weights copies) move.
+enum class FeplbGranularity {
+  expert,  ///< the whole expert to one receiver: all its tokens, one weights copy
+  tokens,  ///< any number of tokens to each of several receivers, a weights copy per receiver
+};
+
 struct FeplbSchedulerParams {
   int dynamic_experts_per_gpu = 2;  ///< per GPU, how many of its most loaded experts may move
   int dynamic_slots_per_gpu = 2;    ///< foreign dynamic experts one GPU may host (a weights copy each)
+  FeplbGranularity granularity = FeplbGranularity::expert;
+  /// Least gain of a move, as a fraction of the node's mean GPU load: the move must lower
+  /// max(donor load, receiver load) by at least max(1, ceil(min_gain x node mean)) tokens.
+  double min_gain = 0.01;
 };
 
 /// An expert whose home is one of the node's GPUs, with its load in this micro-batch.
@@ -35,16 +51,21 @@ class FeplbScheduler {
  public:
   explicit FeplbScheduler(FeplbSchedulerParams params) : params_(params) {}
 
+  /// Per GPU of the node, its dynamic experts in this micro-batch: its dynamic_experts_per_gpu most
+  /// loaded experts that have tokens, most tokens first (ties: lower expert id). The rest are static.
+  std::vector<std::vector<HomeExpert>> dynamic_experts(const std::vector<std::vector<HomeExpert>>& home_experts) const;
+
   /// `home_experts[g]` lists the experts whose home is the node's g-th GPU. Returns the moves in the
-  /// order the greedy made them; each (expert, receiver) pair appears at most once. Greedy:
-  ///   target = ceil(node load / GPUs in node); candidates = per GPU, its dynamic_experts_per_gpu
-  ///   most loaded experts with tokens (ties: lower expert id). Repeat: donor = the most loaded GPU
-  ///   above target (ties: lower index) that can still give; it offers its candidates by tokens left
-  ///   at home, most first (ties: lower id); the first one some receiver accepts moves to the least
-  ///   loaded GPU below target (ties: lower index) that already hosts it or has a free slot,
-  ///   min(donor excess, receiver deficit, tokens left) tokens. A donor none accepts is done.
-  /// Every move shrinks the total excess above target, so the loop ends; with enough candidates and
-  /// slots every GPU ends at or below target, i.e. the node's max load is ceil(node mean).
+  /// order they were made; each (expert, receiver) pair appears at most once. Both granularities
+  /// repeat a donor step until it finds no move worth its gain (see docs/balancers.md, FEPLB):
+  ///   expert: donor = the most loaded GPU (ties: lower index); receiver = the least loaded other GPU
+  ///     with a free slot (ties: lower index); of the donor's dynamic experts not moved yet, the one
+  ///     whose move lowers max(donor, receiver) most (ties: more tokens, then lower id) moves whole,
+  ///     if that gain reaches the threshold. Otherwise the node's maximum cannot drop: stop.
+  ///   tokens: target = ceil(node load / GPUs); donor = the most loaded GPU above target not yet
+  ///     exhausted; it offers its dynamic experts by tokens left at home, most first; the first one
+  ///     some receiver accepts (the least loaded GPU below target that hosts it or has a free slot)
+  ///     moves min(donor excess, receiver deficit, tokens left) tokens, if that reaches the threshold.
   std::vector<DynamicMove> schedule(const std::vector<std::vector<HomeExpert>>& home_experts) const;
 
   const FeplbSchedulerParams& params() const { return params_; }

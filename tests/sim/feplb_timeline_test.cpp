@@ -29,7 +29,8 @@ TEST_CASE("FEPLB on one H100 node: Copy Engine copies overlap the static GEMMs o
 
   const std::vector<std::int64_t> local(n, 32 * experts / model.top_k + 2000 / model.top_k);
   const LayerResult r = simulate_layer(hw, model, plan, local, false);
-  // GPU 0 sends the weights of its hot expert to the helpers while it computes its static experts.
+  // GPU 0 sends the weights of a dynamic expert to a helper while it computes its static experts
+  // (expert 0, too heavy to move whole, stays; its lighter dynamic expert 1 moves).
   bool overlap = false;
   for (const TimelineEvent& copy : r.timeline.events) {
     if (copy.gpu != 0 || copy.track != Track::copy_engine || copy.name.rfind("weights", 0) != 0) continue;
