@@ -16,17 +16,17 @@ namespace {
 /// Splits `tokens` over `weights` (copies per location) one weight unit at a time: every unit gets
 /// tokens / W, and the tokens % W left over go one each to the units from position (rotation mod W)
 /// on, so that different sources leave their remainders on different copies.
-std::vector<std::int64_t> split_by_units(std::int64_t tokens, const std::vector<int>& weights, int rotation) {
-  const int total = std::accumulate(weights.begin(), weights.end(), 0);
-  std::vector<std::int64_t> out(weights.size(), 0);
+void split_by_units(std::int64_t tokens, const int* weights, std::size_t count, int rotation,
+                    std::vector<std::int64_t>& out) {
+  const int total = std::accumulate(weights, weights + count, 0);
+  out.assign(count, 0);
   const std::int64_t base = tokens / total;
   const std::int64_t rem = tokens % total;
   int unit = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     for (int k = 0; k < weights[i]; ++k, ++unit)
       out[i] += base + ((unit - rotation % total + total) % total < rem ? 1 : 0);
   }
-  return out;
 }
 
 }  // namespace
@@ -37,26 +37,32 @@ std::vector<int> laer_precise_replicas(const std::vector<double>& loads, int dev
   if (total < experts) throw std::invalid_argument("laer_moe: fewer expert slots than experts");
   const bool per_node = static_cast<std::int64_t>(nodes) * experts <= total;
   std::vector<int> replicas(experts, per_node ? nodes : 1);
-  std::vector<bool> active(experts, true);
   std::int64_t used = static_cast<std::int64_t>(experts) * (per_node ? nodes : 1);
-  while (used < total) {
-    int best = -1;
-    for (int e = 0; e < experts; ++e)
-      if (active[e] && (best < 0 || loads[e] / replicas[e] > loads[best] / replicas[best])) best = e;
-    if (best < 0) break;  // every expert is frozen: the leftover slots stay empty
+  // A max-heap on load / replicas, ties to the lowest expert index (the source's heap).
+  auto lower = [&](int a, int b) {
+    const double ra = loads[a] / replicas[a];
+    const double rb = loads[b] / replicas[b];
+    return ra < rb || (ra == rb && a > b);
+  };
+  std::vector<int> heap(experts);
+  std::iota(heap.begin(), heap.end(), 0);
+  std::make_heap(heap.begin(), heap.end(), lower);
+  while (used < total && !heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), lower);
+    const int best = heap.back();
+    heap.pop_back();
     if (replicas[best] >= nodes) {
-      if (used + nodes <= total) {
-        replicas[best] += nodes;
-        used += nodes;
-      } else {
-        active[best] = false;  // the source pops it for good
-      }
+      if (used + nodes > total) continue;  // the source pops it for good
+      replicas[best] += nodes;
+      used += nodes;
     } else {
       ++replicas[best];
       ++used;
     }
+    heap.push_back(best);
+    std::push_heap(heap.begin(), heap.end(), lower);
   }
-  return replicas;
+  return replicas;  // with every expert frozen, the leftover slots stay empty
 }
 
 LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::vector<double>& loads, int devices,
@@ -74,10 +80,10 @@ LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::ve
   LaerLayout copies(experts, std::vector<int>(devices, 0));
   std::vector<int> used(devices, 0);
   std::vector<double> device_load(devices, 0.0);
+  std::vector<int> node_copies(static_cast<std::size_t>(experts) * nodes, 0);  // [expert][node]
   for (const Item& item : items) {
-    std::vector<int> per_node(nodes, 0);
-    for (int g = 0; g < devices; ++g) per_node[g / gpus_per_node] += copies[item.expert][g];
-    const int fewest = *std::min_element(per_node.begin(), per_node.end());
+    const int* per_node = node_copies.data() + static_cast<std::size_t>(item.expert) * nodes;
+    const int fewest = *std::min_element(per_node, per_node + nodes);
     int best = -1, best_any = -1;
     for (int g = 0; g < devices; ++g) {
       if (used[g] >= capacity) continue;
@@ -87,6 +93,7 @@ LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::ve
     if (best < 0) best = best_any;
     if (best < 0) throw std::runtime_error("laer_moe: no more capacity");
     ++copies[item.expert][best];
+    ++node_copies[static_cast<std::size_t>(item.expert) * nodes + best / gpus_per_node];
     ++used[best];
     device_load[best] += item.load;
   }
@@ -285,36 +292,41 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   }
 
   // Routes: each source splits its tokens for e over the copies in its own node (by multiplicity),
-  // or over all copies when its node has none. The targets depend only on (node, expert).
+  // or over all copies when its node has none. The targets depend only on (node, expert): listed
+  // once, in `target_gpu` / `target_copies` from offset `target_first[node * E + e]`.
   const int nodes = (n + gpn - 1) / gpn;
-  std::vector<int> gpus, weights;
-  for (int e = 0; e < experts; ++e) {
-    for (int node = 0; node < nodes; ++node) {
-      const int first = node * gpn;
-      const int last = std::min(n, first + gpn);
-      gpus.clear();
-      weights.clear();
+  std::vector<int> target_first(static_cast<std::size_t>(nodes) * experts + 1, 0);
+  std::vector<int> target_gpu, target_copies;
+  for (int node = 0; node < nodes; ++node) {
+    const int first = node * gpn;
+    const int last = std::min(n, first + gpn);
+    for (int e = 0; e < experts; ++e) {
+      const std::size_t begin = target_gpu.size();
       for (int g = first; g < last; ++g)
-        if (const int c = copies_at(e, g)) gpus.push_back(g), weights.push_back(c);
-      if (gpus.empty())
+        if (const int c = copies_at(e, g)) target_gpu.push_back(g), target_copies.push_back(c);
+      if (target_gpu.size() == begin)
         for (int g = 0; g < n; ++g)
-          if (const int c = copies_at(e, g)) gpus.push_back(g), weights.push_back(c);
-      for (int s = first; s < last; ++s) {
-        const std::int64_t c = record.count(s, e, experts);
-        if (c == 0) continue;
-        const std::vector<std::int64_t> share = split_by_units(c, weights, s);
-        for (std::size_t i = 0; i < gpus.size(); ++i) {
-          if (share[i] == 0) continue;
-          const int g = gpus[i];
-          plan.routes.push_back({s, instance_of[static_cast<std::size_t>(e) * n + g], share[i],
-                                 g == s ? Carrier::none : Carrier::ep_backend});
-        }
+          if (const int c = copies_at(e, g)) target_gpu.push_back(g), target_copies.push_back(c);
+      target_first[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu.size());
+    }
+  }
+  std::vector<std::int64_t> share;
+  for (int s = 0; s < n; ++s) {
+    const std::size_t row = static_cast<std::size_t>(s / gpn) * experts;
+    for (int e = 0; e < experts; ++e) {
+      const std::int64_t c = record.count(s, e, experts);
+      if (c == 0) continue;
+      const int begin = target_first[row + e];
+      const std::size_t count = static_cast<std::size_t>(target_first[row + e + 1] - begin);
+      split_by_units(c, target_copies.data() + begin, count, s, share);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (share[i] == 0) continue;
+        const int g = target_gpu[begin + i];
+        plan.routes.push_back({s, instance_of[static_cast<std::size_t>(e) * n + g], share[i],
+                               g == s ? Carrier::none : Carrier::ep_backend});
       }
     }
   }
-  // Routes in source order, as the exchange reads them.
-  std::stable_sort(plan.routes.begin(), plan.routes.end(),
-                   [](const TokenRoute& a, const TokenRoute& b) { return a.src_rank < b.src_rank; });
   return plan;
 }
 
