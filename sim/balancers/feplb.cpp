@@ -142,7 +142,9 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
   }
   plan.routes.insert(plan.routes.end(), dynamic_routes.begin(), dynamic_routes.end());
   for (int g = 0; g < n; ++g) {
-    plan.gemm_order[g].push_back(std::move(static_group[g]));
+    // An empty static group would be a kernel launch for nothing (all of a GPU's experts dynamic).
+    if (!static_group[g].instances.empty() || (home_dynamic[g].instances.empty() && moved_in[g].instances.empty()))
+      plan.gemm_order[g].push_back(std::move(static_group[g]));
     if (!home_dynamic[g].instances.empty()) plan.gemm_order[g].push_back(std::move(home_dynamic[g]));
     if (!moved_in[g].instances.empty()) plan.gemm_order[g].push_back(std::move(moved_in[g]));
   }
