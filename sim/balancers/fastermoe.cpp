@@ -57,13 +57,25 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
     shadow_instance[e].assign(n, e);  // the owner computes its own tokens on its home instance
     for (int g = 0; g < n; ++g) {
       if (g == home[e]) continue;
-      const int inst = static_cast<int>(plan.instances.size());
-      shadow_instance[e][g] = inst;
+      shadow_instance[e][g] = static_cast<int>(plan.instances.size());
       plan.instances.push_back({e, g, InstanceKind::dynamic_expert});
-      plan.transfers.push_back(
-          {TransferKind::weights, PassKind::forward, inst, home[e], g, weight_bytes, Carrier::ep_backend});
-      plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home[e], weight_bytes, Carrier::ep_backend});
+    }
+  }
+  // The broadcast's pieces (each serves the instance it reaches), then the reduce: the same pieces
+  // reversed, each carrying the partial sum of the gradients behind it.
+  const int per_node = context.gpus_per_node > 0 ? context.gpus_per_node : n;
+  for (const PassKind pass : {PassKind::forward, PassKind::backward}) {
+    for (int e = 0; e < experts; ++e) {
+      if (!shadowed[e]) continue;
+      for (const CollectiveEdge& edge : broadcast_edges(options_.collective, home[e], n, per_node, weight_bytes)) {
+        const int inst = shadow_instance[e][edge.dst];
+        if (pass == PassKind::forward)
+          plan.transfers.push_back(
+              {TransferKind::weights, pass, inst, edge.src, edge.dst, edge.bytes, Carrier::ep_backend});
+        else
+          plan.transfers.push_back(
+              {TransferKind::gradients, pass, inst, edge.dst, edge.src, edge.bytes, Carrier::ep_backend});
+      }
     }
   }
 
@@ -82,18 +94,25 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
     }
   }
 
-  // Per GPU: C_0 .. C_{n_g-1}, then the shadow computations.
+  // Per GPU: C_0 .. C_{n_g-1}, then the shadow computations; per_expert: one group per instance in
+  // the same order, as v1 runs expert by expert.
+  const bool per_expert = options_.gemm == FasterMoeGemm::per_expert;
   for (int g = 0; g < n; ++g) {
     for (int j = 0; j < stages; ++j) {
       GemmGroup group{g, {}};
-      for (int e = 0; e < experts; ++e)
-        if (home[e] == g && !shadowed[e] && stage_instance[e][j] >= 0)
-          group.instances.push_back(stage_instance[e][j]);
+      for (int e = 0; e < experts; ++e) {
+        if (home[e] != g || shadowed[e] || stage_instance[e][j] < 0) continue;
+        if (per_expert) plan.gemm_order[g].push_back(GemmGroup{g, {stage_instance[e][j]}});
+        else group.instances.push_back(stage_instance[e][j]);
+      }
       if (!group.instances.empty()) plan.gemm_order[g].push_back(group);
     }
     GemmGroup shadows{g, {}};
-    for (int e = 0; e < experts; ++e)
-      if (shadowed[e]) shadows.instances.push_back(shadow_instance[e][g]);
+    for (int e = 0; e < experts; ++e) {
+      if (!shadowed[e]) continue;
+      if (per_expert) plan.gemm_order[g].push_back(GemmGroup{g, {shadow_instance[e][g]}});
+      else shadows.instances.push_back(shadow_instance[e][g]);
+    }
     if (!shadows.instances.empty()) plan.gemm_order[g].push_back(shadows);
   }
   return plan;
@@ -101,13 +120,20 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
 
 std::unique_ptr<Balancer> make_fastermoe(ConfigMap& params) {
   FasterMoeOptions options;
-  const std::string policy = params.get_choice_or("policy", "paper", {"paper", "code", "none"});
-  options.policy = policy == "code"   ? ShadowPolicy::code
-                   : policy == "none" ? ShadowPolicy::none
-                                      : ShadowPolicy::paper;
+  const std::string policy = params.get_choice_or("policy", "paper", {"paper", "code", "prototype", "none"});
+  options.policy = policy == "code"        ? ShadowPolicy::code
+                   : policy == "prototype" ? ShadowPolicy::prototype
+                   : policy == "none"      ? ShadowPolicy::none
+                                           : ShadowPolicy::paper;
   options.smart_schedule = params.get_bool_or("smart_schedule", options.smart_schedule);
   options.group_size = static_cast<int>(params.get_int_or("group_size", options.group_size, 1, 1 << 20));
   options.planner_time_us = params.get_double_or("planner_time_us", options.planner_time_us, 0, 1e9);
+  const std::string collective = params.get_choice_or("collective", "ring", {"ring", "tree", "star"});
+  options.collective = collective == "tree"   ? ShadowCollective::tree
+                       : collective == "star" ? ShadowCollective::star
+                                              : ShadowCollective::ring;
+  const std::string gemm = params.get_choice_or("gemm", "per_expert", {"per_expert", "grouped"});
+  options.gemm = gemm == "grouped" ? FasterMoeGemm::grouped : FasterMoeGemm::per_expert;
   return std::make_unique<FasterMoe>(options);
 }
 

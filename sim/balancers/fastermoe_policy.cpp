@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <numeric>
 
+#include "sim/balancers/placement.hpp"
 #include "sim/hardware/gemm_cost.hpp"
 
 namespace epsim {
@@ -12,6 +14,7 @@ const char* to_string(ShadowPolicy policy) {
   switch (policy) {
     case ShadowPolicy::paper: return "paper";
     case ShadowPolicy::code: return "code";
+    case ShadowPolicy::prototype: return "prototype";
     case ShadowPolicy::none: return "none";
   }
   return "?";
@@ -67,6 +70,37 @@ std::vector<int> greedy_shadow(const std::vector<std::int64_t>& loads, const Sha
   return shadowed;
 }
 
+std::vector<int> prototype_shadow_workers(const std::vector<std::int64_t>& load,
+                                          const std::vector<std::vector<std::int64_t>>& returned,
+                                          const ShadowCosts& costs, int experts_per_worker) {
+  const std::size_t n = load.size();
+  assert(returned.size() == n);
+  if (n == 0) return {};
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[a] > load[b]; });
+  const double busiest = static_cast<double>(*std::max_element(load.begin(), load.end()));
+  const double base_ps = (3.0 * costs.comp_ps_per_token + 4.0 * costs.feat_ps_per_token) * busiest;
+  const double shadow_ps = 2.0 * experts_per_worker * costs.model_ps_per_expert;
+  std::vector<std::int64_t> now = load;
+  double best_ps = std::numeric_limits<double>::infinity();
+  std::size_t stop = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    stop = i;
+    const int w = order[i];
+    now[static_cast<std::size_t>(w)] = 0;
+    for (std::size_t s = 0; s < n; ++s) now[s] += returned[static_cast<std::size_t>(w)][s];
+    const double lat_ps = 3.0 * costs.comp_ps_per_token * static_cast<double>(*std::max_element(now.begin(), now.end())) +
+                          static_cast<double>(i + 1) * shadow_ps;
+    if (lat_ps < best_ps) best_ps = lat_ps;
+    else if (lat_ps > best_ps) break;
+  }
+  std::vector<int> shadowed;
+  if (base_ps > best_ps) shadowed.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(stop));
+  std::sort(shadowed.begin(), shadowed.end());
+  return shadowed;
+}
+
 std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record,
                                   const BalancerContext& context) {
   const int n = context.num_gpus;
@@ -79,6 +113,22 @@ std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record
     for (int s = 0; s < n; ++s)
       for (int e = 0; e < experts; ++e) load[e] += record.count(s, e, experts);
     shadowed = greedy_shadow(load, costs, load.size());
+  } else if (policy == ShadowPolicy::prototype) {
+    // Whole workers: the experts homed on each GPU under the experiment's placement.
+    std::vector<std::int64_t> load(n, 0);
+    std::vector<std::vector<std::int64_t>> returned(n, std::vector<std::int64_t>(n, 0));
+    std::vector<int> home(experts);
+    for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
+    for (int s = 0; s < n; ++s) {
+      for (int e = 0; e < experts; ++e) {
+        const std::int64_t c = record.count(s, e, experts);
+        load[home[e]] += c;
+        returned[home[e]][s] += c;
+      }
+    }
+    for (int w : prototype_shadow_workers(load, returned, costs, experts / n))
+      for (int e = 0; e < experts; ++e)
+        if (home[e] == w) shadowed.push_back(e);
   } else {
     // v1 literal: sum(1) of the [N, E] matrix is per sender; its index is then taken as an expert id.
     std::vector<std::int64_t> sender_total(n, 0);

@@ -12,6 +12,11 @@
 //          totals B_s = sum_e c[s][e], then used as if indexed by expert (index s shadows expert s).
 //          With equal per-rank batch sizes every B_s is equal and nothing is ever shadowed. v1's loop
 //          also never reaches the last entry (`if i + 1 == numel: break`), which we reproduce.
+//   prototype: the worker-level policy of the PPoPP'22 artifact (thu-pacman/FasterMoE
+//          fmoe/transformer.py, _gen_policy, on with FMOE_ENABLE_DYNREP=1), which the paper's
+//          experiments ran: it shadows whole workers (all experts homed on a GPU) in descending order of
+//          their loads; after shadowing a worker its tokens are computed by their senders, and the new
+//          busiest load is recomputed exactly (see prototype_shadow_workers).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,7 @@
 
 namespace epsim {
 
-enum class ShadowPolicy { paper, code, none };
+enum class ShadowPolicy { paper, code, prototype, none };
 
 const char* to_string(ShadowPolicy policy);
 
@@ -45,6 +50,22 @@ ShadowCosts shadow_costs(const TraceRecord& record, const BalancerContext& conte
 /// before either entry is shadowed anyway, so no result depends on the tie order.
 std::vector<int> greedy_shadow(const std::vector<std::int64_t>& loads, const ShadowCosts& costs,
                                std::size_t max_shadows);
+
+/// The prototype's worker-level loop. `load[w]`: tokens GPU w computes without shadows; `returned[w][s]`:
+/// tokens sender s has for the experts homed on w (s = w included); `experts_per_worker`: E / N.
+/// With a = 3 t_comp + 4 t_feat and t_shadow = 2 * experts_per_worker * t_model (a worker's weights
+/// broadcast and its gradients reduced), workers sorted by load (ties: ascending index):
+///   lat_base = a * max_w load[w]
+///   for i = 0, 1, ...: shadow the i-th worker: its load -> 0, every sender s += returned[w_i][s];
+///       lat_i = 3 t_comp * max(load) + (i + 1) * t_shadow   (no token term, as in the artifact)
+///       keep the lowest lat_i; stop at the first lat_i above it (an equal one goes on)
+///   the workers w_0 .. w_(i-1) are shadowed if lat_base > the lowest lat, where i is where the loop
+///   stopped (the last index when it never stopped: the last worker is then never shadowed).
+/// The artifact multiplies its FLOPs by the element size too (12 alpha d^2 s / bw_mm); epsim's t_comp is
+/// FLOPs over the achieved rate. Returns the shadowed workers, ascending.
+std::vector<int> prototype_shadow_workers(const std::vector<std::int64_t>& load,
+                                          const std::vector<std::vector<std::int64_t>>& returned,
+                                          const ShadowCosts& costs, int experts_per_worker);
 
 /// The expert ids `policy` shadows for this record, ascending. Empty for one GPU (no network to save).
 std::vector<int> shadowed_experts(ShadowPolicy policy, const TraceRecord& record,

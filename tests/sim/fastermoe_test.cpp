@@ -16,6 +16,7 @@
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/replay/simulate_layer.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
 using namespace epsim;
@@ -56,11 +57,16 @@ Plan plan_with(FasterMoeOptions options, const TraceRecord& rec, const BalancerC
   return plan;
 }
 
-FasterMoeOptions options(ShadowPolicy policy, bool smart = true, int group_size = 4) {
+// One grouped GEMM per exchange step unless a test asks for v1's per-expert launches.
+FasterMoeOptions options(ShadowPolicy policy, bool smart = true, int group_size = 4,
+                         FasterMoeGemm gemm = FasterMoeGemm::grouped,
+                         ShadowCollective collective = ShadowCollective::ring) {
   FasterMoeOptions o;
   o.policy = policy;
   o.smart_schedule = smart;
   o.group_size = group_size;
+  o.gemm = gemm;
+  o.collective = collective;
   return o;
 }
 
@@ -245,7 +251,7 @@ TEST_CASE("empty stages make no instance and no group") {
   }
 }
 
-TEST_CASE("a shadowed expert: weights out, local compute, gradients back") {
+TEST_CASE("a shadowed expert with a star collective: weights out, local compute, gradients back") {
   const ModelSpec model = test::simple_model(8);
   const HardwareSpec hw = slow_hardware();
   // Expert 0 (home GPU 0, with expert 1) is hot: loads 100, then 12 for each other expert ->
@@ -256,7 +262,8 @@ TEST_CASE("a shadowed expert: weights out, local compute, gradients back") {
                                      {10, 3, 3, 3, 3, 3, 3, 3}});
   const BalancerContext ctx = context_for(model, hw, 4);
   REQUIRE(shadowed_experts(ShadowPolicy::paper, rec, ctx) == std::vector<int>{0});
-  const Plan plan = plan_with(options(ShadowPolicy::paper, true, 2), rec, ctx);
+  const Plan plan =
+      plan_with(options(ShadowPolicy::paper, true, 2, FasterMoeGemm::grouped, ShadowCollective::star), rec, ctx);
   CHECK(plan.exchange_stages == 2);
 
   // Every token of expert 0 stays on its source GPU, outside the exchange (stage -1).
@@ -424,5 +431,145 @@ TEST_CASE("make_fastermoe reads its parameters") {
     ConfigMap params(YAML::Load("{groupsize: 2}"), "t.yaml", "balancer.params");
     make_fastermoe(params);
     CHECK_THROWS_AS(params.finish(), InputError);
+  }
+}
+
+TEST_CASE("the prototype policy shadows whole workers, with the artifact's loop") {
+  // Costs: t_comp 1, t_feat 0, t_model 1, one expert per worker -> a shadowed worker costs 2 (its
+  // weights broadcast and its gradients reduced).
+  const ShadowCosts costs{1.0, 0.0, 1.0};
+  // Worker 0 computes 200 tokens, 100 from each sender; worker 1 computes 10, 5 from each.
+  //   lat_base = 3 * 200 = 600
+  //   i = 0, worker 0: loads [0 + 100, 10 + 100] = [100, 110] -> lat = 3 * 110 + 2 = 332
+  //   i = 1, worker 1: loads [100 + 5, 0 + 5]   = [105, 5]   -> lat = 3 * 105 + 4 = 319 < 332
+  // The loop ends without a stop at i = 1, and the artifact shadows indices[:i]: worker 0 only,
+  // although its own lowest latency shadowed both.
+  CHECK(prototype_shadow_workers({200, 10}, {{100, 100}, {5, 5}}, costs, 1) == std::vector<int>{0});
+  // Worker 1's 10 tokens all from sender 0: i = 1 gives [110, 0] -> 330 + 4 = 334 > 332: a stop at
+  // i = 1, and again worker 0 alone.
+  CHECK(prototype_shadow_workers({200, 10}, {{100, 100}, {10, 0}}, costs, 1) == std::vector<int>{0});
+  // A worker fed only by itself gains nothing: [200, 10], returned [[200, 0], [0, 10]]:
+  //   i = 0: [200, 10] -> 600 + 2 = 602 > lat_base 600 -> nothing.
+  CHECK(prototype_shadow_workers({200, 10}, {{200, 0}, {0, 10}}, costs, 1).empty());
+  // Two experts per worker double the price of a shadow: 332 -> 330 + 4 = 334, 319 -> 315 + 8 = 323.
+  // The loop ends at i = 1 again with worker 0.
+  CHECK(prototype_shadow_workers({200, 10}, {{100, 100}, {5, 5}}, costs, 2) == std::vector<int>{0});
+  CHECK(prototype_shadow_workers({}, {}, costs, 1).empty());
+}
+
+TEST_CASE("the prototype policy on a record: every expert of the shadowed GPU") {
+  const ModelSpec model = test::simple_model(4);
+  const HardwareSpec hw = slow_hardware();
+  const BalancerContext ctx = context_for(model, hw, 2);
+  // t_comp 2 us, t_feat 0.1 us, t_model 100 us; two experts per GPU -> a worker's shadow costs 400 us.
+  // Both senders send 100 tokens to experts 0 and 1 (GPU 0) and 10 to experts 2 and 3 (GPU 1):
+  //   loads [400, 40]; lat_base = 6.4 * 400 = 2560
+  //   i = 0, GPU 0: [0 + 200, 40 + 200] -> 6 * 240 + 400 = 1840
+  //   i = 1, GPU 1: [200 + 20, 0 + 20]  -> 6 * 220 + 800 = 2120 > 1840: stop; 2560 > 1840.
+  const TraceRecord rec = record_of({{100, 100, 10, 10}, {100, 100, 10, 10}});
+  CHECK(shadowed_experts(ShadowPolicy::prototype, rec, ctx) == std::vector<int>{0, 1});
+  // The expert-level policy sees loads 200, 200, 20, 20: a tie at the top, so nothing.
+  CHECK(shadowed_experts(ShadowPolicy::paper, rec, ctx).empty());
+  // Interleaved placement homes experts 0 and 2 on GPU 0: loads [220, 220] tie, GPU 0 first:
+  //   lat_base = 6.4 * 220 = 1408; i = 0: [110, 220 + 110] -> 6 * 330 + 400 = 2380 > 1408 ...
+  //   i = 1: [110 + 110, 0 + 110] = [220, 110] -> 1320 + 800 = 2120 < 2380; end: 1408 > 2120 fails.
+  CHECK(shadowed_experts(ShadowPolicy::prototype, rec, context_for(model, hw, 2, Placement::interleaved)).empty());
+}
+
+TEST_CASE("per-expert launches: one GEMM group per instance, in v1's order") {
+  const ModelSpec model = test::simple_model(8);
+  const HardwareSpec hw = slow_hardware();
+  // The record of the shadowed-expert test: expert 0 shadowed, two stages of two GPUs.
+  const TraceRecord rec = record_of({{40, 3, 3, 3, 3, 3, 3, 3},
+                                     {20, 3, 3, 3, 3, 3, 3, 3},
+                                     {30, 3, 3, 3, 3, 3, 3, 3},
+                                     {10, 3, 3, 3, 3, 3, 3, 3}});
+  const BalancerContext ctx = context_for(model, hw, 4);
+  const Plan grouped = plan_with(options(ShadowPolicy::paper, true, 2, FasterMoeGemm::grouped), rec, ctx);
+  const Plan per_expert = plan_with(options(ShadowPolicy::paper, true, 2, FasterMoeGemm::per_expert), rec, ctx);
+  // Same instances, routes and transfers; only the launches differ.
+  CHECK(per_expert.instances.size() == grouped.instances.size());
+  CHECK(per_expert.routes.size() == grouped.routes.size());
+  CHECK(per_expert.transfers.size() == grouped.transfers.size());
+  for (int g = 0; g < 4; ++g) {
+    // Flattening the grouped plan's groups gives the per-expert plan's groups, one instance each.
+    std::vector<int> flat;
+    for (const GemmGroup& group : grouped.gemm_order[g]) flat.insert(flat.end(), group.instances.begin(), group.instances.end());
+    REQUIRE(per_expert.gemm_order[g].size() == flat.size());
+    for (std::size_t k = 0; k < flat.size(); ++k) CHECK(per_expert.gemm_order[g][k].instances == std::vector<int>{flat[k]});
+  }
+  // GPU 1 homes experts 2 and 3: C_0 {2, 3} (ranks 0, 1), C_1 {2, 3} (ranks 2, 3), the shadow of 0:
+  // five launches instead of three groups.
+  CHECK(grouped.gemm_order[1].size() == 3);
+  CHECK(per_expert.gemm_order[1].size() == 5);
+  CHECK(per_expert.instances[per_expert.gemm_order[1][0].instances[0]].expert == 2);
+  CHECK(per_expert.instances[per_expert.gemm_order[1][1].instances[0]].expert == 3);
+  CHECK(per_expert.instances[per_expert.gemm_order[1][4].instances[0]].expert == 0);
+
+  // Each launch pays the launch cost: with 5 us per launch and a GEMM of 6 tokens (12 us) per stage
+  // and expert, GPU 1's forward GEMMs take 4 x (12 + 5) + shadow (20 tokens: 40 + 5) = 113 us
+  // per_expert, against 2 x (24 + 5) + 45 = 103 us grouped.
+  HardwareSpec timed = test::simple_hardware(1, 4);
+  timed.gemm.launch_us = 5;
+  timed.ep_backend.comm_sms = 0;  // no exchange kernel slows a GEMM down
+  const std::vector<std::int64_t> local{64, 44, 54, 34};
+  const LayerResult a = simulate_layer(timed, model, per_expert, local, false);
+  const LayerResult b = simulate_layer(timed, model, grouped, local, false);
+  CHECK(a.routed_gemm_fwd_ps[1] == us_to_ps(113));
+  CHECK(b.routed_gemm_fwd_ps[1] == us_to_ps(103));
+}
+
+TEST_CASE("make_fastermoe reads collective and gemm") {
+  const ModelSpec model = test::simple_model(8);
+  const HardwareSpec hw = slow_hardware();
+  const TraceRecord rec = record_of({{40, 3, 3, 3, 3, 3, 3, 3},
+                                     {20, 3, 3, 3, 3, 3, 3, 3},
+                                     {30, 3, 3, 3, 3, 3, 3, 3},
+                                     {10, 3, 3, 3, 3, 3, 3, 3}});
+  const BalancerContext ctx = context_for(model, hw, 4);
+  auto weight_sources = [](const Plan& plan) {
+    std::vector<int> sources;
+    for (const Transfer& t : plan.transfers)
+      if (t.kind == TransferKind::weights) sources.push_back(t.src_gpu);
+    return sources;
+  };
+  {
+    // Defaults: a ring from GPU 0 (0 -> 1 -> 2 -> 3) and one group per instance.
+    ConfigMap params(YAML::Node(), "t.yaml", "balancer.params");
+    auto balancer = make_fastermoe(params);
+    params.finish();
+    const Plan plan = balancer->plan(rec, ctx);
+    validate_plan(plan, 8);
+    CHECK(weight_sources(plan) == std::vector<int>{0, 1, 2});
+    for (int g = 0; g < 4; ++g)
+      for (const GemmGroup& group : plan.gemm_order[g]) CHECK(group.instances.size() == 1);
+  }
+  {
+    // The star: GPU 0 sends to each GPU itself; grouped: one group of 4 GPUs is one stage, so GPU 1
+    // runs C_0 and the shadows.
+    ConfigMap params(YAML::Load("{collective: star, gemm: grouped}"), "t.yaml", "balancer.params");
+    auto balancer = make_fastermoe(params);
+    params.finish();
+    const Plan plan = balancer->plan(rec, ctx);
+    validate_plan(plan, 8);
+    CHECK(weight_sources(plan) == std::vector<int>{0, 0, 0});
+    CHECK(plan.gemm_order[1].size() == 2);
+  }
+  {
+    // The prototype's loads per GPU: 112, 24, 24, 24; shadowing GPU 0 (experts 0 and 1, 400 us of
+    // weights) gives [43, 47, 57, 37] -> 6 * 57 + 400 = 742 us, more than 6.4 * 112 = 716.8: nothing.
+    ConfigMap params(YAML::Load("{policy: prototype}"), "t.yaml", "balancer.params");
+    auto balancer = make_fastermoe(params);
+    params.finish();
+    const Plan plan = balancer->plan(rec, ctx);
+    CHECK(plan.transfers.empty());
+  }
+  {
+    ConfigMap params(YAML::Load("{collective: mesh}"), "t.yaml", "balancer.params");
+    CHECK_THROWS_AS(make_fastermoe(params), InputError);
+  }
+  {
+    ConfigMap params(YAML::Load("{gemm: fused}"), "t.yaml", "balancer.params");
+    CHECK_THROWS_AS(make_fastermoe(params), InputError);
   }
 }
