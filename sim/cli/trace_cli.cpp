@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "sim/cli/command_line.hpp"
 #include "sim/core/input_error.hpp"
 #include "traces/format/trace_reader.hpp"
 
@@ -24,7 +25,7 @@ bool parse(const std::string& command, const std::string& usage, const std::vect
     pos.add(positional.c_str(), many ? -1 : 1);
   }
   try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::store(po::command_line_parser(one_replace_flag(args, all)).options(all).positional(pos).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: " << command << " " << usage << "\n" << visible;
       return false;

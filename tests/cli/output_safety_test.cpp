@@ -166,3 +166,17 @@ TEST_CASE("Ctrl-C during a run leaves the old result as it was and nothing else"
     CHECK(after == old);
   }
 }
+
+TEST_CASE("--force and --overwrite are one flag: every command takes either spelling") {
+  const fs::path dir = scratch_dir("safety_flag_spellings");
+  const std::string gen = "trace generate --ranks 2 --experts 4 --top-k 1 --layers 1 --tokens-per-rank 8 -o t.eptrace";
+  REQUIRE(run_epsim(gen, dir).status == 0);
+  CHECK(run_epsim(gen, dir).status == 2);                 // refuses to replace the file
+  CHECK(run_epsim(gen + " --overwrite", dir).status == 0);  // a folder command's spelling
+  CHECK(run_epsim(gen + " --force", dir).status == 0);
+  write_file(dir / "exp.yaml", experiment_yaml(1));
+  REQUIRE(run_epsim("run exp.yaml -q", dir).status == 0);
+  CHECK(run_epsim("run exp.yaml -q", dir).status == 2);
+  CHECK(run_epsim("run exp.yaml -q --force", dir).status == 0);  // a file command's spelling
+  CHECK(leftovers(dir).empty());
+}
