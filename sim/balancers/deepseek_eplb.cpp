@@ -1,5 +1,6 @@
 #include "sim/balancers/deepseek_eplb.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -40,10 +41,27 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
 
   LayerState& state = layers_[record.layer];
+  // A period begins with every record (records schedule), or when the layer's trace step changes.
+  const bool first = state.periods_seen == 0;
+  const bool new_period = params_.schedule == EplbSchedule::records || first || record.step != state.step;
+  if (new_period) {
+    if (!first) {
+      state.history.push_back(std::move(state.current));
+      if (static_cast<std::int64_t>(state.history.size()) > params_.window) state.history.erase(state.history.begin());
+    }
+    state.current.assign(experts, 0);
+    ++state.periods_seen;
+    state.records_in_step = 0;
+  }
+  state.step = record.step;
+  ++state.records_in_step;
+  if (params_.schedule == EplbSchedule::steps) records_per_step_ = std::max(records_per_step_, state.records_in_step);
+  const std::int64_t period_index = state.periods_seen - 1;
+
   const std::vector<int> old_phy2log = state.phy2log;
   bool replanned = false;
-  if (state.records_seen > 0 && state.records_seen % params_.period == 0) {
-    // The history holds the records before this one: the plan was made ahead of time.
+  if (new_period && period_index > 0 && period_index % params_.period == 0) {
+    // The history holds the periods before this one: the plan was made ahead of time.
     std::vector<double> weight(experts, 0.0);
     for (const auto& loads : state.history)
       for (int e = 0; e < experts; ++e) weight[e] += static_cast<double>(loads[e]);
@@ -57,16 +75,14 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
                                   ? rebalance_experts_hierarchical(weight, num_phy, params_.num_groups, nodes, n)
                                   : rebalance_experts_hierarchical(weight, num_phy, 1, 1, n);
     state.phy2log = layout.phy2log;
+    state.steady = period_index >= params_.window;
     replanned = true;
   }
+  last_plan_steady_ = state.steady;
 
-  // Record this record's loads for later plans.
-  std::vector<std::int64_t> loads(experts, 0);
+  // This record's loads count towards its period's history for later plans.
   for (int s = 0; s < n; ++s)
-    for (int e = 0; e < experts; ++e) loads[e] += record.count(s, e, experts);
-  state.history.push_back(std::move(loads));
-  if (static_cast<int>(state.history.size()) > params_.window) state.history.erase(state.history.begin());
-  ++state.records_seen;
+    for (int e = 0; e < experts; ++e) state.current[e] += record.count(s, e, experts);
 
   Plan plan = start_plan("deepseek_eplb", record, n);
   plan.planner.site = PlannerSite::host_cpu;
@@ -93,7 +109,8 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
   }
 
   // Weights of every copy that is new on its GPU come from the home GPU (the owner of the master
-  // weights); the home GPU itself always has them.
+  // weights); the home GPU itself always has them. The copies are synchronised before they serve:
+  // the record's dispatch waits for them.
   if (replanned) {
     std::set<std::pair<int, int>> before;  // (expert, gpu) pairs of the previous placement
     if (old_phy2log.empty()) {
@@ -107,8 +124,8 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
       const ExpertInstance& i = plan.instances[inst];
       if (i.gpu == home[i.expert] || before.count({i.expert, i.gpu}) || !sent.insert({i.expert, i.gpu}).second)
         continue;
-      plan.transfers.push_back(
-          {TransferKind::weights, PassKind::forward, inst, home[i.expert], i.gpu, weight_bytes, Carrier::ep_backend});
+      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home[i.expert], i.gpu, weight_bytes,
+                                Carrier::ep_backend, TransferStart::before_dispatch});
     }
   }
 
@@ -132,8 +149,20 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
   return plan;
 }
 
+int DeepseekEplb::warmup_periods() const {
+  const std::int64_t periods = (static_cast<std::int64_t>(params_.window) + params_.period - 1) / params_.period;
+  const std::int64_t first = static_cast<std::int64_t>(params_.period) * std::max<std::int64_t>(1, periods);
+  return static_cast<int>(std::min<std::int64_t>(first, std::numeric_limits<int>::max()));
+}
+
+int DeepseekEplb::warmup_records() const {
+  const std::int64_t per_period = params_.schedule == EplbSchedule::steps ? records_per_step_ : 1;
+  return static_cast<int>(std::min<std::int64_t>(warmup_periods() * per_period, std::numeric_limits<int>::max()));
+}
+
 std::unique_ptr<Balancer> make_deepseek_eplb(ConfigMap& params) {
-  constexpr std::int64_t kMaxCount = std::numeric_limits<int>::max();
+  // A billion steps or records bounds the schedule so that its arithmetic stays in range.
+  constexpr std::int64_t kMaxCount = 1'000'000'000;
   DeepseekEplbParams p;
   p.redundant_experts_per_gpu =
       static_cast<int>(params.get_int_or("redundant_experts_per_gpu", p.redundant_experts_per_gpu, 0, 1 << 16));
@@ -142,8 +171,21 @@ std::unique_ptr<Balancer> make_deepseek_eplb(ConfigMap& params) {
   p.policy = policy == "hierarchical" ? EplbPolicy::hierarchical
              : policy == "global"     ? EplbPolicy::global
                                       : EplbPolicy::auto_select;
-  p.window = static_cast<int>(params.get_int_or("window", p.window, 1, kMaxCount));
-  p.period = static_cast<int>(params.get_int_or("period", p.period, 1, kMaxCount));
+  const bool by_steps = params.has("rebalance_every_steps") || params.has("window_steps");
+  const bool by_records = params.has("period") || params.has("window");
+  if (by_steps && by_records) {
+    const std::string key = params.has("period") ? "period" : "window";
+    params.fail(key, key + " sets a schedule in records, rebalance_every_steps and window_steps one in steps: give "
+                           "one or the other");
+  }
+  if (by_records) {
+    p.schedule = EplbSchedule::records;
+    p.window = static_cast<int>(params.get_int_or("window", 8, 1, kMaxCount));
+    p.period = static_cast<int>(params.get_int_or("period", 8, 1, kMaxCount));
+  } else {
+    p.window = static_cast<int>(params.get_int_or("window_steps", p.window, 1, kMaxCount));
+    p.period = static_cast<int>(params.get_int_or("rebalance_every_steps", p.period, 1, kMaxCount));
+  }
   // An hour bounds the value so that the conversion to picoseconds cannot overflow.
   p.planner_time_us = params.get_double_or("planner_time_us", p.planner_time_us, 0, 3.6e9);
   return std::make_unique<DeepseekEplb>(p);

@@ -12,6 +12,7 @@
 #include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/eplb_algorithm.hpp"
 #include "sim/balancers/placement.hpp"
+#include "sim/core/input_error.hpp"
 #include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
@@ -71,6 +72,8 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   for (const Transfer& t : plan.transfers) {
     CHECK(t.kind == TransferKind::weights);
     CHECK(t.pass == PassKind::forward);
+    CHECK(t.start == TransferStart::before_dispatch);
+    CHECK(t.bytes == ctx.model->expert_weight_bytes());
     CHECK(t.carrier == Carrier::ep_backend);
     CHECK(t.src_gpu == home_gpu(plan.instances[t.instance].expert, experts, n, ctx.placement));
     CHECK(t.dst_gpu == plan.instances[t.instance].gpu);
@@ -84,9 +87,11 @@ int count_gpu_instances(const Plan& plan, int gpu) {
                                         [&](const ExpertInstance& i) { return i.gpu == gpu; }));
 }
 
+/// The records schedule: `window` and `period` count the layer's records.
 DeepseekEplb eplb(int window, int period, int redundant = 1, int groups = 1,
                   EplbPolicy policy = EplbPolicy::auto_select) {
   DeepseekEplbParams p;
+  p.schedule = EplbSchedule::records;
   p.window = window;
   p.period = period;
   p.redundant_experts_per_gpu = redundant;
@@ -210,6 +215,7 @@ TEST_CASE("deepseek_eplb: layers keep separate histories; the window forgets") {
   const HardwareSpec hw = test::simple_hardware(1, 2);
   const BalancerContext ctx = context_for(model, hw);
   DeepseekEplbParams p;
+  p.schedule = EplbSchedule::records;
   p.window = 1;
   p.period = 1;
   p.redundant_experts_per_gpu = 1;  // P = 6, 3 per GPU
@@ -351,6 +357,100 @@ TEST_CASE("deepseek_eplb: corner cases") {
   }
 }
 
+TEST_CASE("deepseek_eplb: re-balances every N trace steps from the last steps' loads, weights before the dispatch") {
+  const ModelSpec model = test::simple_model(4);  // 1e6 weight bytes per expert
+  const HardwareSpec hw = test::simple_hardware(1, 2);
+  const BalancerContext ctx = context_for(model, hw);
+  DeepseekEplbParams p;
+  p.period = 2;  // rebalance_every_steps
+  p.window = 1;  // window_steps
+  p.redundant_experts_per_gpu = 1;  // P = 6, 3 per GPU
+  DeepseekEplb b(p);
+  auto at = [](TraceRecord r, std::uint32_t step, std::uint32_t mb) {
+    r.step = step;
+    r.micro_batch = mb;
+    return r;
+  };
+  // Two micro-batches per step, trace steps counted from the first one seen (10).
+  const TraceRecord hot0 = record_of({{90, 0, 0, 0}, {0, 0, 0, 0}});
+  const TraceRecord hot3 = record_of({{0, 0, 0, 0}, {0, 0, 0, 90}});
+  for (const TraceRecord& r : {at(hot0, 10, 0), at(hot0, 10, 1), at(hot3, 11, 0), at(hot3, 11, 1)}) {
+    const Plan plan = b.plan(r, ctx);
+    CHECK(plan.instances.size() == 4);  // steps 0 and 1 of the layer: the static placement
+    CHECK(plan.transfers.empty());
+    CHECK_FALSE(b.last_plan_steady());
+  }
+  CHECK(b.warmup_periods() == 2);  // period 2 x max(1, ceil(1 / 2))
+  CHECK(b.warmup_records() == 4);  // x 2 micro-batches per step
+  // Step 12 (the layer's step 2): planned from step 11 alone, whose two records give expert 3 all 180
+  // tokens: it gets the 2 extra slots (3 copies). Per-copy loads 60, 60, 60, 0, 0, 0 packed onto 2 GPUs
+  // of 3 slots: GPU 0 takes copies 1 and 3 of expert 3 and expert 2, GPU 1 copy 2 of expert 3 and
+  // experts 0 and 1. New (expert, GPU) pairs get weights from home: 3 -> GPU 0 (two copies, one
+  // transfer), 2 -> GPU 0, 0 -> GPU 1, 1 -> GPU 1. Expert 3 on GPU 1 is at home.
+  const TraceRecord first = at(hot0, 12, 0);
+  const Plan replanned = b.plan(first, ctx);
+  check_invariants(replanned, first, ctx);
+  CHECK(b.last_plan_steady());
+  std::vector<std::pair<int, int>> placed;
+  for (const ExpertInstance& i : replanned.instances) placed.push_back({i.expert, i.gpu});
+  CHECK(placed == std::vector<std::pair<int, int>>{{3, 0}, {3, 0}, {2, 0}, {3, 1}, {0, 1}, {1, 1}});
+  std::set<std::pair<int, int>> moved;  // (expert, destination)
+  for (const Transfer& t : replanned.transfers) moved.insert({replanned.instances[t.instance].expert, t.dst_gpu});
+  CHECK(replanned.transfers.size() == 4);
+  CHECK(moved == std::set<std::pair<int, int>>{{3, 0}, {2, 0}, {0, 1}, {1, 1}});
+  // The step's second micro-batch and step 13 keep the placement without moving anything.
+  for (const TraceRecord& r : {at(hot0, 12, 1), at(hot0, 13, 0), at(hot0, 13, 1)}) {
+    const Plan plan = b.plan(r, ctx);
+    CHECK(plan.instances.size() == 6);
+    CHECK(plan.transfers.empty());
+    CHECK(b.last_plan_steady());
+  }
+  // Step 14: planned from step 13 (expert 0 hot, 3 copies): GPU 0 holds experts 0, 0, 3 and GPU 1
+  // experts 0, 1, 2. Every pair is at home or was placed before: nothing moves.
+  const Plan again = b.plan(at(hot3, 14, 0), ctx);
+  placed.clear();
+  for (const ExpertInstance& i : again.instances) placed.push_back({i.expert, i.gpu});
+  CHECK(placed == std::vector<std::pair<int, int>>{{0, 0}, {0, 0}, {3, 0}, {0, 1}, {1, 1}, {2, 1}});
+  CHECK(again.transfers.empty());
+  // Step 16, planned from step 15 (expert 3 hot again): the placement of step 12 again. Expert 3 is
+  // still on GPU 0 (one copy there at step 14), experts 0 and 1 on GPU 1: only expert 2 moves, to GPU 0.
+  b.plan(at(hot3, 15, 0), ctx);
+  const Plan back = b.plan(at(hot0, 16, 0), ctx);
+  moved.clear();
+  for (const Transfer& t : back.transfers) moved.insert({back.instances[t.instance].expert, t.dst_gpu});
+  CHECK(back.transfers.size() == 1);
+  CHECK(moved == std::set<std::pair<int, int>>{{2, 0}});
+}
+
+TEST_CASE("deepseek_eplb: a window longer than the period is warm-up until it fills") {
+  const ModelSpec model = test::simple_model(4);
+  const HardwareSpec hw = test::simple_hardware(1, 2);
+  const BalancerContext ctx = context_for(model, hw);
+  DeepseekEplbParams p;
+  p.period = 1;
+  p.window = 3;
+  DeepseekEplb b(p);
+  CHECK(b.warmup_periods() == 3);
+  CHECK(b.warmup_records() == 3);  // one record per step seen so far (none yet)
+  TraceRecord r = record_of({{5, 1, 1, 1}, {1, 1, 1, 1}});
+  // Step 0 static; steps 1 and 2 re-plan from 1 and 2 steps of history; step 3 from the full 3.
+  const std::vector<bool> steady = {false, false, false, true, true};
+  for (std::uint32_t step = 0; step < 5; ++step) {
+    r.step = step;
+    b.plan(r, ctx);
+    CHECK(b.last_plan_steady() == steady[step]);
+  }
+  // Deployment defaults (vLLM): the first re-balance is at step 3000; a short trace is all warm-up.
+  DeepseekEplb deployed{DeepseekEplbParams{}};
+  CHECK(deployed.warmup_periods() == 3000);
+  for (std::uint32_t step = 0; step < 5; ++step) {
+    r.step = step;
+    const Plan plan = deployed.plan(r, ctx);
+    CHECK(plan.instances.size() == 4);
+    CHECK_FALSE(deployed.last_plan_steady());
+  }
+}
+
 TEST_CASE("deepseek_eplb: parameters through ConfigMap") {
   YAML::Node node = YAML::Load(
       "{redundant_experts_per_gpu: 2, num_groups: 4, policy: global, window: 3, period: 5, planner_time_us: 1.5}");
@@ -361,6 +461,15 @@ TEST_CASE("deepseek_eplb: parameters through ConfigMap") {
   YAML::Node bad = YAML::Load("{policy: random}");
   ConfigMap bad_params(bad, "test.yaml", "balancer.params");
   CHECK_THROWS(make_deepseek_eplb(bad_params));
+  ConfigMap steps(YAML::Load("{rebalance_every_steps: 10, window_steps: 4}"), "test.yaml", "balancer.params");
+  auto by_steps = make_deepseek_eplb(steps);
+  CHECK_NOTHROW(steps.finish());
+  CHECK(dynamic_cast<DeepseekEplb&>(*by_steps).warmup_periods() == 10);
+  ConfigMap records(YAML::Load("{window: 12}"), "test.yaml", "balancer.params");
+  auto by_records = make_deepseek_eplb(records);
+  CHECK(dynamic_cast<DeepseekEplb&>(*by_records).warmup_periods() == 16);  // period 8 x ceil(12 / 8)
+  ConfigMap both(YAML::Load("{period: 2, window_steps: 3}"), "test.yaml", "balancer.params");
+  CHECK_THROWS_AS(make_deepseek_eplb(both), InputError);
 }
 
 TEST_CASE("deepseek_eplb: an EP group inside one node (EP 4 on 8-GPU nodes)") {

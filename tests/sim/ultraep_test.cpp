@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "sim/balancers/hbm_fit.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
 #include "sim/balancers/ultraep.hpp"
@@ -19,13 +20,13 @@ using namespace epsim;
 
 namespace {
 
-using test::check_copy_transfers;
 using test::check_counts_preserved;
 
 using test::context_for;
 using test::record_of;
 
-/// Exact search (no 1% fast path), otherwise UltraEP's defaults.
+/// No tolerance above the floor (oracle_eps 0: the fast path starts at the domain mean), otherwise
+/// UltraEP's defaults.
 UltraEpParams exact_params(int slots = 2) {
   UltraEpParams p;
   p.spare_slots_per_gpu = slots;
@@ -44,7 +45,9 @@ std::map<int, std::int64_t> pieces_of(const Plan& plan, int expert) {
 
 /// Everything an UltraEP plan must satisfy whatever the counts: a valid plan, every (source, expert)
 /// total preserved, masters 0..E-1 at home, replicas in the master's node, at most `slots` replicas and
-/// one copy per expert on a GPU, direct EP routes, one weights and one gradients EP transfer per replica.
+/// one copy per expert on a GPU, direct EP routes, one grouped GEMM per GPU, and per replica one weights
+/// transfer from home before the dispatch and one gradients transfer back in FP32 (4 bytes for each
+/// of the simple model's 2 x 1000 x 500 parameters, whose weights take 1 byte each).
 void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerContext& ctx, int slots) {
   const int n = ctx.num_gpus;
   const int experts = ctx.model->num_experts;
@@ -75,10 +78,23 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
   }
   for (int g = 0; g < n; ++g) {
     CHECK(replicas[g] <= slots);
-    CHECK(plan.gemm_order[g].size() == (replicas[g] > 0 ? 2u : 1u));
+    CHECK(plan.gemm_order[g].size() == 1u);
   }
   CHECK(plan.transfers.size() == 2 * (plan.instances.size() - experts));
-  check_copy_transfers(plan, ctx, Carrier::ep_backend);
+  for (const Transfer& t : plan.transfers) {
+    const ExpertInstance& inst = plan.instances[t.instance];
+    const int home = home_gpu(inst.expert, experts, n, ctx.placement);
+    CHECK(t.carrier == Carrier::ep_backend);
+    if (t.kind == TransferKind::weights) {
+      CHECK((t.pass == PassKind::forward && t.start == TransferStart::before_dispatch));
+      CHECK((t.src_gpu == home && t.dst_gpu == inst.gpu));
+      CHECK(t.bytes == 1'000'000);
+    } else {
+      CHECK((t.pass == PassKind::backward && t.start == TransferStart::after_dispatch));
+      CHECK((t.src_gpu == inst.gpu && t.dst_gpu == home));
+      CHECK(t.bytes == 4'000'000);
+    }
+  }
   CHECK(plan.planner.site == PlannerSite::gpu);
   CHECK(plan.planner.start == PlannerStart::before_dispatch);
 }
@@ -230,11 +246,13 @@ TEST_CASE("UltraEP's replica floor keeps a big excess off a tiny slack") {
   REQUIRE(q.moves.size() == 1u);
   CHECK(q.moves[0].tokens == 2500);
   // Two experts of 10 tokens on GPU 0, 1 spare slot on GPU 1: at T = 10 the need is 10 but a master
-  // keeps one token, so q = 9 is below the floor min(1024, ceil(10 / 1)) = 10 and T = 10 fails. The
-  // bisection over [10, 20) tries 14 (q = 6, floor 6: feasible), 11 (q = 9, floor 9: feasible), 10.
+  // keeps one token, so q = 9 is below the fast path's floor ceil(10 / 1) = 10 and T = 10 fails. The
+  // retry ladder's step is max(1, ceil(20 / 100)) = 1: T = 11 (q = 9, floor 9) is feasible.
   p.spare_slots_per_gpu = 1;
   const UltraEpDomainQuotas two = ultraep_domain_quotas({10, 10, 0, 0}, {0, 0, 1, 1}, 0, 2, p);
   CHECK(two.threshold == 11);
+  CHECK(two.search == UltraEpSearch::fast);
+  CHECK(two.fast_tries == 2);
   REQUIRE(two.moves.size() == 1u);
   CHECK((two.moves[0].expert == 0 && two.moves[0].gpu == 1 && two.moves[0].tokens == 9));
   // Two 1-token experts: neither master may empty, so nothing moves unless allowed.
@@ -247,6 +265,105 @@ TEST_CASE("UltraEP's replica floor keeps a big excess off a tiny slack") {
   CHECK(zero.threshold == 1);
   REQUIRE(zero.moves.size() == 1u);
   CHECK((zero.moves[0].expert == 0 && zero.moves[0].tokens == 1));
+}
+
+TEST_CASE("UltraEP's fast path: floor ceil(need / feasible targets) with no 1024 cap, retries 1% of hi apart") {
+  // One domain of 2 GPUs, 2 spare slots each. GPU 0: experts 0 and 1 with 2001 tokens each (4002);
+  // GPU 1: nothing. lo = 4002 / 2 = 2001, hi = 4002, the ladder's step ceil(4002 / 100) = 41.
+  // T = 2001: need 2001, one feasible target (GPU 1), so the floor is 2001; each expert can export at
+  // most 2000 (its master keeps a token): no copy, T fails. (Under a floor capped at 1024, T = 2001
+  // would pass with copies of 2000 and 1 tokens.) T = 2042: need 1960, floor 1960, expert 0 exports
+  // 1960 to GPU 1.
+  const UltraEpDomainQuotas q = ultraep_domain_quotas({2001, 2001, 0, 0}, {0, 0, 1, 1}, 0, 2, exact_params());
+  CHECK(q.search == UltraEpSearch::fast);
+  CHECK(q.fast_tries == 2);
+  CHECK(q.threshold == 2042);
+  REQUIRE(q.moves.size() == 1u);
+  CHECK((q.moves[0].expert == 0 && q.moves[0].gpu == 1 && q.moves[0].tokens == 1960));
+}
+
+TEST_CASE("UltraEP after three failed fast tries: the capacity bound with the static floor") {
+  // GPU 0: four experts of 1000 tokens (4000); GPU 1: nothing; 4 spare slots on GPU 1. lo = 2000,
+  // hi = 4000, step 40. Fast tries T = 2000, 2040, 2080: the floor is the whole need (one feasible
+  // target) and an expert exports at most 999, so all three fail. The smallest T whose slack covers
+  // the excess is 2000; with min_tokens_per_replica 1, experts 0, 1 and 2 export 999, 999 and 2.
+  UltraEpParams p = exact_params(4);
+  p.min_tokens_per_replica = 1;
+  const std::vector<std::int64_t> loads = {1000, 1000, 1000, 1000, 0, 0, 0, 0};
+  const std::vector<int> home = {0, 0, 0, 0, 1, 1, 1, 1};
+  const UltraEpDomainQuotas q = ultraep_domain_quotas(loads, home, 0, 2, p);
+  CHECK(q.search == UltraEpSearch::precheck);
+  CHECK(q.fast_tries == 3);
+  CHECK(q.threshold == 2000);
+  REQUIRE(q.moves.size() == 3u);
+  CHECK((q.moves[0].expert == 0 && q.moves[0].tokens == 999));
+  CHECK((q.moves[1].expert == 1 && q.moves[1].tokens == 999));
+  CHECK((q.moves[2].expert == 2 && q.moves[2].tokens == 2));
+  // The default floor, 1024 tokens, is more than any expert can export: no cap below hi is feasible
+  // and the domain stays as it is.
+  p.min_tokens_per_replica = 1024;
+  const UltraEpDomainQuotas stuck = ultraep_domain_quotas(loads, home, 0, 2, p);
+  CHECK(stuck.search == UltraEpSearch::probes);
+  CHECK(stuck.threshold == 4000);
+  CHECK(stuck.moves.empty());
+}
+
+TEST_CASE("UltraEP's probe search: four probes a round, the first feasible one bounds the next") {
+  // As above with one spare slot: a single copy of at most 999 tokens, so T is feasible iff
+  // 4000 - T <= 999. The fast path and the capacity bound (T = 2000) fail; then over [2001, 4000):
+  //   range 1999: probes 2400 2800 3200 3600 -> 3200 first feasible: [2801, 3200]
+  //   range 399:  probes 2880 2960 3040 3120 -> 3040: [2961, 3040]
+  //   range 79:   probes 2976 2992 3008 3024 -> 3008: [2993, 3008]
+  //   range 15:   probes 2996 2999 3002 3005 -> 3002: [3000, 3002]
+  //   range 2:    probes 3000 3001           -> 3001.
+  UltraEpParams p = exact_params(1);
+  p.min_tokens_per_replica = 1;
+  const UltraEpDomainQuotas q =
+      ultraep_domain_quotas({1000, 1000, 1000, 1000, 0, 0, 0, 0}, {0, 0, 0, 0, 1, 1, 1, 1}, 0, 2, p);
+  CHECK(q.search == UltraEpSearch::probes);
+  CHECK(q.threshold == 3001);
+  REQUIRE(q.moves.size() == 1u);
+  CHECK((q.moves[0].expert == 0 && q.moves[0].gpu == 1 && q.moves[0].tokens == 999));
+}
+
+TEST_CASE("UltraEP's reroute: replicas in the oracle's order, remainder ties to the lower host GPU") {
+  const ModelSpec model = test::simple_model(4);
+  const HardwareSpec hw = test::simple_hardware(1, 4);
+  // One expert per GPU; expert 3 (home GPU 3) has all 12 tokens: 6 from rank 0, 6 from rank 2.
+  // T = 3: copies of 3 tokens on GPUs 0, 1, 2 (equal slack: lower GPU first), the master keeps 3.
+  // Locality: GPU 0 and GPU 2 fill their copies from their own 6; the master (no local tokens) and
+  // GPU 1 have 3 tokens of room each. Ranks 0 and 2 each split their remaining 3 as 1.5 and 1.5: the
+  // tie goes to the lower host GPU, 1, not to the master (which is the lower instance).
+  const TraceRecord rec = record_of({{0, 0, 0, 6}, {0, 0, 0, 0}, {0, 0, 0, 6}, {0, 0, 0, 0}});
+  const BalancerContext ctx = context_for(model, hw);
+  const Plan plan = UltraEp(exact_params(1)).plan(rec, ctx);
+  check_invariants(plan, rec, ctx, 1);
+  REQUIRE(plan.instances.size() == 7u);
+  CHECK(plan.instances[4].gpu == 0);
+  CHECK(plan.instances[5].gpu == 1);
+  CHECK(plan.instances[6].gpu == 2);
+  CHECK(plan.tokens_per_gpu() == std::vector<std::int64_t>{3, 4, 3, 2});
+  std::map<std::pair<int, int>, std::int64_t> sent;  // (src, gpu) -> tokens
+  for (const TokenRoute& r : plan.routes) sent[{r.src_rank, plan.instances[r.instance].gpu}] += r.tokens;
+  CHECK(sent == std::map<std::pair<int, int>, std::int64_t>{
+                    {{0, 0}, 3}, {{0, 1}, 2}, {{0, 3}, 1}, {{2, 2}, 3}, {{2, 1}, 2}, {{2, 3}, 1}});
+}
+
+TEST_CASE("UltraEP's replica copies count against HBM: a plan whose copies do not fit is refused") {
+  const ModelSpec model = test::simple_model(8);  // 1e6 bytes per expert
+  HardwareSpec hw = test::simple_hardware(1, 4);
+  const TraceRecord rec = record_of(kHotRows);
+  const BalancerContext ctx = context_for(model, hw);
+  const Plan plan = UltraEp(exact_params()).plan(rec, ctx);
+  // Static EP needs 2 experts (2e6 bytes) per GPU; UltraEP's copies of expert 0 on GPUs 1, 2 and 3
+  // make 3 there.
+  hw.gpu.hbm_capacity_GB = 0.0025;
+  CHECK_FALSE(hbm_overflow(StaticEp().plan(rec, ctx), model, hw));
+  const auto message = hbm_overflow(plan, model, hw);
+  REQUIRE(message);
+  CHECK(message->find("GPU 1 needs 0.003 GB (3000000 bytes) for the weights of 3 routed experts") != std::string::npos);
+  hw.gpu.hbm_capacity_GB = 0.0031;
+  CHECK_FALSE(hbm_overflow(plan, model, hw));
 }
 
 TEST_CASE("UltraEP plans are valid and preserve every count on skewed counts, both placements") {
@@ -280,13 +397,23 @@ TEST_CASE("UltraEP reads its parameters strictly") {
   CHECK_NOTHROW(defaults.finish());
   ConfigMap set = params_of(
       "{spare_slots_per_gpu: 1, balance_threshold: 1.1, oracle_eps: 0, min_tokens_per_replica: 1, "
-      "allow_zero_master_quota: true, locality_aware: false, max_search_iterations: 8, planner_time_us: 12.5}");
+      "allow_zero_master_quota: true, locality_aware: false, planner_time_us: 12.5, grad_dtype: bf16}");
   auto balancer = make_ultraep(set);
   CHECK_NOTHROW(set.finish());
   const ModelSpec model = test::simple_model(8);
   const HardwareSpec hw = test::simple_hardware(1, 4);
   const TraceRecord rec = record_of(kHotRows);
-  CHECK(balancer->plan(rec, context_for(model, hw)).planner.duration_ps == 12'500'000);
+  const Plan plan = balancer->plan(rec, context_for(model, hw));
+  CHECK(plan.planner.duration_ps == 12'500'000);
+  REQUIRE(!plan.transfers.empty());
+  for (const Transfer& t : plan.transfers)
+    if (t.kind == TransferKind::gradients) CHECK(t.bytes == 2'000'000);  // 1e6 parameters in BF16
+  // The kernel's search has no iteration bound: the former key is unknown now.
+  ConfigMap bound = params_of("{max_search_iterations: 8}");
+  make_ultraep(bound);
+  CHECK_THROWS_AS(bound.finish(), InputError);
+  ConfigMap bad_dtype = params_of("{grad_dtype: fp64}");
+  CHECK_THROWS_AS(make_ultraep(bad_dtype), InputError);
   ConfigMap low = params_of("{balance_threshold: 0.9}");
   CHECK_THROWS_AS(make_ultraep(low), InputError);
   ConfigMap negative = params_of("{spare_slots_per_gpu: -1}");
