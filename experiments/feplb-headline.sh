@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The FEPLB headline comparison in one command (experiments/feplb-headline.yaml): builds epsim if
-# needed, makes the two traces when they are missing, runs `epsim compare` and draws the figure.
-#   experiments/feplb-headline.sh                    # everything; results in out/feplb-headline/
+# The FEPLB headline comparison in one command (experiments/feplb-headline.yaml at EP 8 and
+# experiments/feplb-headline-ep16.yaml at EP 16, 4,096 tokens per GPU in both): builds epsim if
+# needed, makes the traces when they are missing, runs `epsim compare` on both and draws the figures.
+#   experiments/feplb-headline.sh                    # everything; out/feplb-headline{,-ep16}/
 #   experiments/feplb-headline.sh --max-records 8    # extra arguments go to `epsim compare`
 # The FLAME-MoE recording is read from ../shared/traces-raw (outside the repository); without it that
 # case is skipped (it is `optional: true`) and the synthetic case still runs.
@@ -21,15 +22,23 @@ if [ ! -f "$flame_trace" ]; then
   fi
 fi
 
-synthetic_trace=out/traces/glm5-auxfree.eptrace
-if [ ! -f "$synthetic_trace" ]; then
-  # The bundled sample's settings (traces/samples/README.md) with 16 micro-batches instead of 4.
-  build/epsim trace generate --ranks 16 --experts 128 --top-k 8 --layers 4 --micro-batches 16 --steps 1 \
-      --tokens-per-rank 4096 --dist lognormal --lognormal-sigma 0.6 --rank-skew 0.2 --drift 0.05 \
-      --seed 1 -o "$synthetic_trace"
-fi
+# The bundled sample's settings (traces/samples/README.md) with 16 micro-batches instead of 4, one
+# trace per EP degree so that both have 4,096 tokens per GPU.
+for ranks in 8 16; do
+  if [ "$ranks" -eq 8 ]; then
+    synthetic_trace=out/traces/glm5-auxfree-ep8.eptrace
+  else
+    synthetic_trace=out/traces/glm5-auxfree.eptrace
+  fi
+  if [ ! -f "$synthetic_trace" ]; then
+    build/epsim trace generate --ranks "$ranks" --experts 128 --top-k 8 --layers 4 --micro-batches 16 --steps 1 \
+        --tokens-per-rank 4096 --dist lognormal --lognormal-sigma 0.6 --rank-skew 0.2 --drift 0.05 \
+        --seed 1 -o "$synthetic_trace"
+  fi
+done
 
 build/epsim compare experiments/feplb-headline.yaml --overwrite "$@"
+build/epsim compare experiments/feplb-headline-ep16.yaml --overwrite "$@"
 
 # The figure needs matplotlib: Debian's python3-matplotlib, installed the way scripts/setup.sh installs
 # its packages. It belongs to the system interpreter, which may not be the first python3 on PATH (pyenv,
@@ -52,7 +61,9 @@ if ! python=$(find_python); then
     echo "feplb-headline: could not install python3-matplotlib"
 fi
 if python=$(find_python); then
-  "$python" experiments/plot_comparison.py out/feplb-headline/comparison.csv -o out/feplb-headline/comparison.png
+  for out in out/feplb-headline out/feplb-headline-ep16; do
+    "$python" experiments/plot_comparison.py "$out/comparison.csv" -o "$out/comparison.png"
+  done
 else
-  echo "feplb-headline: no matplotlib, no figure (out/feplb-headline/comparison.csv and comparison.md are written)"
+  echo "feplb-headline: no matplotlib, no figure (comparison.csv and comparison.md are written)"
 fi
