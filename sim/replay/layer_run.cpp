@@ -1,8 +1,6 @@
 #include "sim/replay/layer_run.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace epsim {
 
@@ -14,82 +12,25 @@ LayerRun::LayerRun(SimContext& context, const Plan& plan, const ExchangeFanout& 
       local_tokens_(local_tokens),
       backward_(backward),
       n_(context.num_gpus()),
-      stages_(std::max(1, plan.exchange_stages)) {
-  build_groups();
+      stages_(std::max(1, plan.exchange_stages)),
+      graph_(build_layer_graph(context, plan, stages_)) {
+  for (const GemmTask& task : graph_.tasks) ce_weights_pending_.push_back(task.ce_weights);
   init_nodes();
   result_.routed_gemm_fwd_ps.assign(n_, 0);
   result_.gemm_finish_fwd_ps.assign(n_, 0);
 }
 
-// ---- the plan as groups, legs and per-stage byte matrices ------------------------------------------
+namespace {
 
-void LayerRun::build_groups() {
-  const std::vector<std::int64_t> inst_tokens = plan_.tokens_per_instance();
-  std::vector<int> group_of_instance(plan_.instances.size(), -1);
-  groups_of_.assign(n_, {});
-  for (int g = 0; g < n_; ++g) {
-    for (const GemmGroup& gg : plan_.gemm_order[g]) {
-      Group group;
-      group.gpu = g;
-      std::vector<std::int64_t> rows;
-      for (int i : gg.instances) {
-        rows.push_back(inst_tokens[i]);
-        group_of_instance[i] = static_cast<int>(groups_.size());
-      }
-      group.work_ps = ctx_.gemm().grouped_time_ps(rows, ctx_.model().expert_ffn_size);
-      group.hbm_fraction = ctx_.gemm().hbm_fraction(rows, ctx_.model().expert_ffn_size);
-      groups_of_[g].push_back(static_cast<int>(groups_.size()));
-      groups_.push_back(group);
-    }
-  }
-  // A group waits for the exchange stages its tokens belong to (a GPU's own tokens are stage 0 of the
-  // exchange, as the dispatch kernel tells the GPU what it received), and that stage's combine waits
-  // for the group. Stage -1 tokens (computed where they are, outside the exchange) tie it to nothing;
-  // tokens brought by Copy Engine tie it to their copies instead.
-  // The last combine stage is issued after every expert GEMM of the GPU that took part in the
-  // exchange, whatever stage its tokens came in (Copy Engine ones included), as frameworks issue the
-  // combine after the expert computation on the stream.
-  auto add_stage = [](Group& group, int stage) {
-    if (std::find(group.stages.begin(), group.stages.end(), stage) == group.stages.end())
-      group.stages.push_back(stage);
-  };
-  for (const TokenRoute& r : plan_.routes) {
-    const int dst = plan_.instances[r.instance].gpu;
-    if (r.tokens <= 0 || r.stage < 0) continue;
-    Group& group = groups_[group_of_instance[r.instance]];
-    add_stage(group, stages_ - 1);
-    const bool by_copy_engine = r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
-    if (by_copy_engine) continue;
-    group.input_stage = std::max(group.input_stage, r.stage);
-    add_stage(group, r.stage);
-  }
-  ce_weights_pending_.assign(plan_.instances.size(), 0);
-  for (const Transfer& t : plan_.transfers) {
-    if (t.pass != PassKind::forward || t.bytes <= 0) continue;
-    if (t.carrier == Carrier::ep_backend) groups_[group_of_instance[t.instance]].ep_weights = true;
-    if (t.carrier == Carrier::copy_engine) ++ce_weights_pending_[t.instance];
-  }
-  // validate_plan guarantees every instance is in exactly one group, so group_of_instance is complete.
-  ce_legs_.clear();
-  std::map<std::tuple<int, int, int>, CeLeg> legs;  // (from, to, group): a fixed order
-  for (const TokenRoute& r : plan_.routes) {
-    const int dst = plan_.instances[r.instance].gpu;
-    if (r.tokens <= 0 || r.carrier != Carrier::copy_engine) continue;
-    const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
-    if (from == dst) continue;
-    const int group = group_of_instance[r.instance];
-    CeLeg& leg = legs[{from, dst, group}];
-    leg.from = from;
-    leg.to = dst;
-    leg.group = group;
-    leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
-    leg.tokens += static_cast<double>(r.tokens);
-  }
-  for (auto& [key, leg] : legs) {
-    groups_[leg.group].ce_legs.push_back(static_cast<int>(ce_legs_.size()));
-    ce_legs_.push_back(leg);
-  }
+bool any_bytes(const std::vector<std::vector<double>>& bytes) {
+  return std::any_of(bytes.begin(), bytes.end(), [](const std::vector<double>& row) {
+    return std::any_of(row.begin(), row.end(), [](double b) { return b > 0; });
+  });
 }
+
+}  // namespace
+
+// ---- per-stage byte matrices -------------------------------------------------------------------
 
 void LayerRun::init_nodes() {
   planner_ready_.assign(ctx_.topology().num_nodes(), true);
@@ -118,14 +59,6 @@ ExchangePayload LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_
   return payload;
 }
 
-std::vector<std::vector<double>> LayerRun::transfer_bytes(PassKind pass) const {
-  std::vector<std::vector<double>> bytes(n_, std::vector<double>(n_, 0.0));
-  for (const Transfer& t : plan_.transfers)
-    if (t.pass == pass && t.carrier == Carrier::ep_backend && t.bytes > 0 && t.src_gpu != t.dst_gpu)
-      bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
-  return bytes;
-}
-
 // ---- communication streams ---------------------------------------------------------------------
 
 void LayerRun::add_comm_ops(PassState& p, Pass which) {
@@ -140,7 +73,7 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
     op.stage = stage;
     op.collective = std::make_unique<AllToAllV>(
         ctx_, name, which, std::move(bytes), [this, which, index](int g) { comm_part_done(which, g, index); }, kernel);
-    if (kind == OpKind::weights) {
+    if (kind == OpKind::weights || kind == OpKind::weights_sync) {
       result_.weight_bytes += op.collective->total_bytes();
     } else if (kind == OpKind::gradients) {
       result_.gradient_bytes += op.collective->total_bytes();
@@ -156,14 +89,19 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   auto staged = [&](const char* name, int k) {
     return stages_ > 1 ? std::string(name) + " s" + std::to_string(k) : std::string(name);
   };
-  p.ops.reserve(2 * static_cast<std::size_t>(stages_) + 1);
+  p.ops.reserve(2 * static_cast<std::size_t>(stages_) + 2);
+  // Weights synchronised before the dispatch (replicas updated first): the dispatch waits for them.
+  if (fwd) {
+    auto synced = ep_transfer_bytes(plan_, n_, PassKind::forward, TransferStart::before_dispatch);
+    if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", std::move(synced), CommKernel{});
+  }
   for (int k = 0; k < stages_; ++k)
     add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k),
         stage_bytes(k, false, ctx_.token_bytes(to_experts)), ctx_.comm_kernel(to_experts));
-  const auto moved = transfer_bytes(fwd ? PassKind::forward : PassKind::backward);
-  const bool any_moved = std::any_of(moved.begin(), moved.end(), [](const std::vector<double>& row) {
-    return std::any_of(row.begin(), row.end(), [](double b) { return b > 0; });
-  });
+  // Backward transfers all leave after the dispatch (find_plan_defect holds them to it).
+  const auto moved =
+      ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::after_dispatch);
+  const bool any_moved = any_bytes(moved);
   if (fwd && any_moved) add(OpKind::weights, 0, "weights", moved, CommKernel{});
   for (int k = 0; k < stages_; ++k)
     add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), stage_bytes(k, true, ctx_.token_bytes(back)),
@@ -176,16 +114,18 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   p.pump_again.assign(n_, false);
   p.stage_in.assign(n_, std::vector<bool>(stages_, false));
   p.weights_in.assign(n_, false);
+  p.synced_in.assign(n_, false);
   p.compute_cursor.assign(n_, 0);
-  p.leg_started.assign(ce_legs_.size(), false);
-  p.ce_pending.assign(groups_.size(), 0);
+  p.leg_started.assign(graph_.ce_legs.size(), false);
+  p.ce_pending.assign(graph_.tasks.size(), 0);
   p.combine_block.assign(n_, std::vector<int>(stages_, 0));
-  for (std::size_t id = 0; id < groups_.size(); ++id) {
-    p.ce_pending[id] = static_cast<int>(groups_[id].ce_legs.size());
-    for (int k : groups_[id].stages) ++p.combine_block[groups_[id].gpu][k];
+  for (std::size_t id = 0; id < graph_.tasks.size(); ++id) {
+    const GemmTask& task = graph_.tasks[id];
+    p.ce_pending[id] = static_cast<int>(task.ce_legs.size());
+    for (int k : task.stages) ++p.combine_block[task.gpu][k];
   }
   // Outputs that come back by Copy Engine must be there before the intermediate GPU combines.
-  for (const CeLeg& leg : ce_legs_)
+  for (const CeLeg& leg : graph_.ce_legs)
     for (int k = 0; k < stages_; ++k) ++p.combine_block[leg.from][k];
 }
 
@@ -218,6 +158,8 @@ void LayerRun::comm_part_done(Pass which, int gpu, std::size_t index) {
     if (op.stage == stages_ - 1) dispatch_complete(which, gpu);
   } else if (op.kind == OpKind::weights) {
     p.weights_in[gpu] = true;
+  } else if (op.kind == OpKind::weights_sync) {
+    p.synced_in[gpu] = true;
   }
   if (which == Pass::forward) pump_forward_compute(gpu);
   else pump_backward_compute(gpu);
@@ -262,9 +204,17 @@ void LayerRun::shared_expert_kernels(Pass pass, int kernels_per_gpu) {
     const std::vector<std::int64_t> rows(m.shared_experts, local_tokens_[g]);
     const Time_ps work = ctx_.gemm().grouped_time_ps(rows, m.shared_expert_ffn_size);
     const double hbm = ctx_.gemm().hbm_fraction(rows, m.shared_expert_ffn_size);
+    // A GPU that picks its groups at kernel boundaries picks the first one when this kernel ends.
+    const bool picks = pass == Pass::forward && graph_.has_on_arrival[g];
+    if (picks) compute_busy_[g] = true;
     for (int k = 0; k < kernels_per_gpu; ++k)
       ctx_.kernel(g, work, pass, pass == Pass::forward ? "shared expert fwd" : "shared expert bwd",
-                  [](Time_ps, Time_ps) {}, hbm);
+                  [this, g, picks](Time_ps, Time_ps) {
+                    if (!picks) return;
+                    compute_busy_[g] = false;
+                    pump_forward_compute(g);
+                  },
+                  hbm);
   }
 }
 
@@ -296,48 +246,77 @@ void LayerRun::launch_forward() {
   const bool overlapped = planner.site == PlannerSite::host_cpu && planner.start == PlannerStart::after_dispatch;
   std::fill(planner_ready_.begin(), planner_ready_.end(), !overlapped);
   add_comm_ops(fwd_, Pass::forward);
-  fwd_.open = n_ + static_cast<int>(groups_.size() + ce_legs_.size());
+  fwd_.open = n_ + static_cast<int>(graph_.tasks.size() + graph_.ce_legs.size());
+  task_started_.assign(graph_.tasks.size(), false);
+  compute_busy_.assign(n_, false);
+  fwd_order_.assign(n_, {});
   shared_expert_kernels(Pass::forward, 1);
+  // Weights that leave at the layer's start are the first copies on their Copy Engines.
+  send_ce_weights(true, -1);
   if (!overlapped)
     for (int node = 0; node < ctx_.topology().num_nodes(); ++node) planner_done(node);
+  start_prefetch();
   for (int g = 0; g < n_; ++g) {
     pump_comm(Pass::forward, g);
     pump_forward_compute(g);
   }
 }
 
-void LayerRun::planner_done(int node) {
-  planner_ready_[node] = true;
-  // Weights first: the Copy Engine is FIFO, and a dynamic GEMM needs both its weights and its tokens.
+void LayerRun::send_ce_weights(bool at_layer_start, int node) {
   for (const Transfer& t : plan_.transfers) {
     if (t.pass != PassKind::forward || t.carrier != Carrier::copy_engine || t.bytes <= 0) continue;
-    if (ctx_.topology().node_of(t.src_gpu) != node) continue;
-    const int inst = t.instance;
+    if ((t.start != TransferStart::after_dispatch) != at_layer_start) continue;
+    if (node >= 0 && ctx_.topology().node_of(t.src_gpu) != node) continue;
+    const int task = graph_.task_of_instance[t.instance];
     ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::forward,
-                 "weights e" + std::to_string(plan_.instances[inst].expert), [this, inst] {
-                   --ce_weights_pending_[inst];
-                   pump_forward_compute(plan_.instances[inst].gpu);
+                 "weights e" + std::to_string(plan_.instances[t.instance].expert), [this, task] {
+                   --ce_weights_pending_[task];
+                   pump_forward_compute(graph_.tasks[task].gpu);
                  });
     result_.weight_bytes += static_cast<double>(t.bytes);
   }
+}
+
+void LayerRun::start_prefetch() {
+  auto bytes = ep_transfer_bytes(plan_, n_, PassKind::forward, TransferStart::prefetch);
+  prefetch_in_.assign(n_, true);
+  if (!any_bytes(bytes)) return;
+  // Its own kernel on every GPU, beside the dispatch's: each GPU's part must end before the pass does.
+  prefetch_in_.assign(n_, false);
+  fwd_.open += n_;
+  prefetch_ = std::make_unique<AllToAllV>(ctx_, "weights prefetch", Pass::forward, std::move(bytes), [this](int g) {
+    prefetch_in_[g] = true;
+    pump_forward_compute(g);
+    close(Pass::forward);
+  });
+  result_.weight_bytes += prefetch_->total_bytes();
+  for (int g = 0; g < n_; ++g) prefetch_->start(g);
+}
+
+void LayerRun::planner_done(int node) {
+  planner_ready_[node] = true;
+  // Weights first: the Copy Engine is FIFO, and a dynamic GEMM needs both its weights and its tokens.
+  send_ce_weights(false, node);
   const int first = node * ctx_.topology().gpus_per_node();
-  for (int g = first; g < std::min(n_, first + ctx_.topology().gpus_per_node()); ++g)
-    maybe_start_ce_legs(Pass::forward, g);
+  const int last = std::min(n_, first + ctx_.topology().gpus_per_node());
+  for (int g = first; g < last; ++g) maybe_start_ce_legs(Pass::forward, g);
+  for (int g = first; g < last; ++g)
+    if (graph_.has_after_planner[g]) pump_forward_compute(g);
 }
 
 void LayerRun::maybe_start_ce_legs(Pass which, int from) {
   PassState& p = state(which);
   const bool dispatched = p.stage_in.empty() ? false : p.stage_in[from][stages_ - 1];
   if (which == Pass::forward && !planner_ready_[ctx_.topology().node_of(from)]) return;
-  for (std::size_t l = 0; l < ce_legs_.size(); ++l) {
-    const CeLeg& leg = ce_legs_[l];
+  for (std::size_t l = 0; l < graph_.ce_legs.size(); ++l) {
+    const CeLeg& leg = graph_.ce_legs[l];
     if (leg.from != from || p.leg_started[l] || (leg.after_dispatch && !dispatched)) continue;
     p.leg_started[l] = true;
     const bool fwd = which == Pass::forward;
     const double bytes = leg_bytes(leg, fwd ? TokenPhase::dispatch : TokenPhase::grad_dispatch);
     ctx_.ce_copy(leg.from, leg.to, bytes, which, fwd ? "tokens" : "output grads", [this, which, l] {
-      const CeLeg& arrived = ce_legs_[l];
-      --state(which).ce_pending[arrived.group];
+      const CeLeg& arrived = graph_.ce_legs[l];
+      --state(which).ce_pending[arrived.task];
       if (which == Pass::forward) pump_forward_compute(arrived.to);
       else pump_backward_compute(arrived.to);
     });
@@ -345,43 +324,81 @@ void LayerRun::maybe_start_ce_legs(Pass which, int from) {
   }
 }
 
+bool LayerRun::forward_inputs_in(int id) const {
+  const GemmTask& task = graph_.tasks[id];
+  const PassState& p = fwd_;
+  const int gpu = task.gpu;
+  if (task.input_stage >= 0 && !p.stage_in[gpu][task.input_stage]) return false;
+  if (p.ce_pending[id] > 0 || ce_weights_pending_[id] > 0) return false;
+  if ((task.ep_weights && !p.weights_in[gpu]) || (task.synced_weights && !p.synced_in[gpu]) ||
+      (task.prefetched_weights && !prefetch_in_[gpu]))
+    return false;
+  return !task.after_planner || planner_ready_[ctx_.topology().node_of(gpu)];
+}
+
 void LayerRun::pump_forward_compute(int gpu) {
   PassState& p = fwd_;
   if (p.compute_cursor.empty()) return;  // not launched yet
-  while (p.compute_cursor[gpu] < groups_of_[gpu].size()) {
-    const int id = groups_of_[gpu][p.compute_cursor[gpu]];
-    const Group& group = groups_[id];
-    if (group.input_stage >= 0 && !p.stage_in[gpu][group.input_stage]) return;
-    if (p.ce_pending[id] > 0 || (group.ep_weights && !p.weights_in[gpu])) return;
-    for (int i : plan_.gemm_order[gpu][p.compute_cursor[gpu]].instances)
-      if (ce_weights_pending_[i] > 0) return;
+  if (graph_.has_on_arrival[gpu]) {
+    if (compute_busy_[gpu]) return;  // the choice is made at the next kernel boundary
+    const int pick = next_on_arrival_pick(gpu);
+    if (pick < 0) return;
+    compute_busy_[gpu] = true;
+    launch_forward_task(pick);
+    return;
+  }
+  const std::vector<int>& tasks = graph_.tasks_of[gpu];
+  while (p.compute_cursor[gpu] < tasks.size()) {
+    const int id = tasks[p.compute_cursor[gpu]];
+    if (!forward_inputs_in(id)) return;
     ++p.compute_cursor[gpu];
-    ctx_.kernel(
-        gpu, group.work_ps, Pass::forward, "gemm fwd",
-        [this, id](Time_ps start, Time_ps end) {
-          result_.routed_gemm_fwd_ps[groups_[id].gpu] += end - start;
-          result_.gemm_finish_fwd_ps[groups_[id].gpu] = end;
-          forward_group_done(id);
-        },
-        group.hbm_fraction);
+    launch_forward_task(id);
   }
 }
 
-void LayerRun::forward_group_done(int id) {
-  const Group& group = groups_[id];
-  for (int k : group.stages) --fwd_.combine_block[group.gpu][k];
-  for (int l : group.ce_legs) {
-    const CeLeg& leg = ce_legs_[l];
+int LayerRun::next_on_arrival_pick(int gpu) const {
+  const std::vector<int>& tasks = graph_.tasks_of[gpu];
+  for (int id : tasks)
+    if (!task_started_[id] && graph_.tasks[id].on_arrival && forward_inputs_in(id)) return id;
+  for (int id : tasks)
+    if (!task_started_[id] && !graph_.tasks[id].on_arrival) return forward_inputs_in(id) ? id : -1;
+  return -1;
+}
+
+void LayerRun::launch_forward_task(int id) {
+  const GemmTask& task = graph_.tasks[id];
+  task_started_[id] = true;
+  fwd_order_[task.gpu].push_back(id);
+  ctx_.kernel(
+      task.gpu, task.work_ps, Pass::forward, "gemm fwd",
+      [this, id](Time_ps start, Time_ps end) {
+        const int gpu = graph_.tasks[id].gpu;
+        result_.routed_gemm_fwd_ps[gpu] += end - start;
+        result_.gemm_finish_fwd_ps[gpu] = end;
+        if (graph_.has_on_arrival[gpu]) {  // a kernel boundary: the stream picks its next group
+          compute_busy_[gpu] = false;
+          pump_forward_compute(gpu);
+        }
+        forward_task_done(id);
+      },
+      task.hbm_fraction);
+}
+
+void LayerRun::forward_task_done(int id) {
+  const GemmTask& task = graph_.tasks[id];
+  for (int k : task.stages) --fwd_.combine_block[task.gpu][k];
+  for (int l : task.ce_legs) {
+    const CeLeg& leg = graph_.ce_legs[l];
     const double bytes = leg_bytes(leg, TokenPhase::combine);
     ctx_.ce_copy(leg.to, leg.from, bytes, Pass::forward, "outputs", [this, l] {
-      const int from = ce_legs_[l].from;
+      const int from = graph_.ce_legs[l].from;
       for (int k = 0; k < stages_; ++k) --fwd_.combine_block[from][k];
       pump_comm(Pass::forward, from);
       close(Pass::forward);
     });
     result_.ce_token_bytes += bytes;
   }
-  pump_comm(Pass::forward, group.gpu);
+  pump_comm(Pass::forward, task.gpu);
   close(Pass::forward);
 }
 
@@ -391,13 +408,13 @@ void LayerRun::start_backward() {
   backward_start_ps_ = ctx_.now_ps();
   add_comm_ops(bwd_, Pass::backward);
   wgrads_left_.assign(n_, 0);
-  for (const Group& group : groups_) ++wgrads_left_[group.gpu];
+  for (const GemmTask& task : graph_.tasks) ++wgrads_left_[task.gpu];
   int ce_gradients = 0;
   for (const Transfer& t : plan_.transfers)
     if (t.pass == PassKind::backward && t.carrier == Carrier::copy_engine && t.bytes > 0) ++ce_gradients;
   // Every GPU's communication stream, every weight-gradient GEMM, every input-gradient copy back and
   // every gradient copy must finish before the pass does.
-  bwd_.open = n_ + static_cast<int>(groups_.size() + ce_legs_.size()) + ce_gradients;
+  bwd_.open = n_ + static_cast<int>(graph_.tasks.size() + graph_.ce_legs.size()) + ce_gradients;
   shared_expert_kernels(Pass::backward, 2);  // data and weight gradient
   for (int g = 0; g < n_; ++g) {
     pump_comm(Pass::backward, g);
@@ -408,49 +425,48 @@ void LayerRun::start_backward() {
 void LayerRun::pump_backward_compute(int gpu) {
   PassState& p = bwd_;
   if (p.compute_cursor.empty()) return;
-  const std::size_t count = groups_of_[gpu].size();
-  // Kernel k < count is group k's data gradient; k >= count is group k - count's weight gradient.
+  // The forward's actual order (plan order, unless on_arrival groups went ahead).
+  const std::vector<int>& order = fwd_order_[gpu];
+  const std::size_t count = order.size();
+  // Kernel k < count is task k's data gradient; k >= count is task k - count's weight gradient.
   while (p.compute_cursor[gpu] < 2 * count) {
     const std::size_t k = p.compute_cursor[gpu];
-    const int id = groups_of_[gpu][k % count];
-    const Group& group = groups_[id];
-    if (group.input_stage >= 0 && !p.stage_in[gpu][group.input_stage]) return;
+    const int id = order[k % count];
+    const GemmTask& task = graph_.tasks[id];
+    if (task.input_stage >= 0 && !p.stage_in[gpu][task.input_stage]) return;
     if (p.ce_pending[id] > 0) return;
     ++p.compute_cursor[gpu];
     const bool dgrad = k < count;
     ctx_.kernel(
-        gpu, group.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
+        gpu, task.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
         [this, id, dgrad](Time_ps, Time_ps) {
           if (dgrad) backward_dgrad_done(id);
           else backward_wgrad_done(id);
         },
-        group.hbm_fraction);
+        task.hbm_fraction);
   }
 }
 
 void LayerRun::backward_dgrad_done(int id) {
-  const Group& group = groups_[id];
-  for (int k : group.stages) --bwd_.combine_block[group.gpu][k];
-  for (int l : group.ce_legs) {
-    const CeLeg& leg = ce_legs_[l];
+  const GemmTask& task = graph_.tasks[id];
+  for (int k : task.stages) --bwd_.combine_block[task.gpu][k];
+  for (int l : task.ce_legs) {
+    const CeLeg& leg = graph_.ce_legs[l];
     const double bytes = leg_bytes(leg, TokenPhase::grad_combine);
     ctx_.ce_copy(leg.to, leg.from, bytes, Pass::backward, "input grads", [this, l] {
-      const int from = ce_legs_[l].from;
+      const int from = graph_.ce_legs[l].from;
       for (int k = 0; k < stages_; ++k) --bwd_.combine_block[from][k];
       pump_comm(Pass::backward, from);
       close(Pass::backward);
     });
     result_.ce_token_bytes += bytes;
   }
-  pump_comm(Pass::backward, group.gpu);
+  pump_comm(Pass::backward, task.gpu);
 }
 
 void LayerRun::backward_wgrad_done(int id) {
-  const Group& group = groups_[id];
-  const int g = group.gpu;
-  const std::size_t index =
-      std::find(groups_of_[g].begin(), groups_of_[g].end(), id) - groups_of_[g].begin();
-  for (int inst : plan_.gemm_order[g][index].instances) {
+  const GemmTask& task = graph_.tasks[id];
+  for (int inst : task.instances) {
     for (const Transfer& t : plan_.transfers) {
       if (t.pass != PassKind::backward || t.instance != inst || t.carrier != Carrier::copy_engine || t.bytes <= 0)
         continue;
@@ -459,8 +475,8 @@ void LayerRun::backward_wgrad_done(int id) {
       result_.gradient_bytes += static_cast<double>(t.bytes);
     }
   }
-  --wgrads_left_[g];
-  pump_comm(Pass::backward, g);
+  --wgrads_left_[task.gpu];
+  pump_comm(Pass::backward, task.gpu);
   close(Pass::backward);
 }
 

@@ -1,0 +1,103 @@
+#include "sim/replay/layer_graph.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace epsim {
+
+LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int stages) {
+  const int n = context.num_gpus();
+  LayerGraph graph;
+  const std::vector<std::int64_t> inst_tokens = plan.tokens_per_instance();
+  std::vector<int>& task_of_instance = graph.task_of_instance;
+  task_of_instance.assign(plan.instances.size(), -1);
+  graph.tasks_of.assign(n, {});
+  graph.has_on_arrival.assign(n, false);
+  graph.has_after_planner.assign(n, false);
+  for (int g = 0; g < n; ++g) {
+    for (const GemmGroup& gg : plan.gemm_order[g]) {
+      GemmTask task;
+      task.gpu = g;
+      task.instances = gg.instances;
+      task.on_arrival = gg.on_arrival;
+      task.after_planner = gg.after_planner;
+      std::vector<std::int64_t> rows;
+      for (int i : gg.instances) {
+        rows.push_back(inst_tokens[i]);
+        task_of_instance[i] = static_cast<int>(graph.tasks.size());
+      }
+      task.work_ps = context.gemm().grouped_time_ps(rows, context.model().expert_ffn_size);
+      task.hbm_fraction = context.gemm().hbm_fraction(rows, context.model().expert_ffn_size);
+      if (gg.on_arrival) graph.has_on_arrival[g] = true;
+      if (gg.after_planner) graph.has_after_planner[g] = true;
+      graph.tasks_of[g].push_back(static_cast<int>(graph.tasks.size()));
+      graph.tasks.push_back(std::move(task));
+    }
+  }
+  // validate_plan guarantees every instance is in exactly one group, so task_of_instance is complete.
+  // A task waits for the exchange stages its tokens belong to (a GPU's own tokens are stage 0 of the
+  // exchange, as the dispatch kernel tells the GPU what it received), and that stage's combine waits
+  // for the task. Stage -1 tokens (computed where they are, outside the exchange) tie it to nothing;
+  // tokens brought by Copy Engine tie it to their copies instead.
+  // The last combine stage is issued after every expert GEMM of the GPU that took part in the
+  // exchange, whatever stage its tokens came in (Copy Engine ones included), as frameworks issue the
+  // combine after the expert computation on the stream.
+  auto add_stage = [](GemmTask& task, int stage) {
+    if (std::find(task.stages.begin(), task.stages.end(), stage) == task.stages.end()) task.stages.push_back(stage);
+  };
+  for (const TokenRoute& r : plan.routes) {
+    const int dst = plan.instances[r.instance].gpu;
+    if (r.tokens <= 0 || r.stage < 0) continue;
+    GemmTask& task = graph.tasks[task_of_instance[r.instance]];
+    add_stage(task, stages - 1);
+    const bool by_copy_engine =
+        r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
+    if (by_copy_engine) continue;
+    task.input_stage = std::max(task.input_stage, r.stage);
+    add_stage(task, r.stage);
+  }
+  for (const Transfer& t : plan.transfers) {
+    if (t.pass != PassKind::forward || t.bytes <= 0) continue;
+    GemmTask& task = graph.tasks[task_of_instance[t.instance]];
+    if (t.carrier == Carrier::copy_engine) {
+      ++task.ce_weights;
+    } else if (t.carrier == Carrier::ep_backend) {
+      switch (t.start) {
+        case TransferStart::after_dispatch: task.ep_weights = true; break;
+        case TransferStart::before_dispatch: task.synced_weights = true; break;
+        case TransferStart::prefetch: task.prefetched_weights = true; break;
+      }
+    }
+  }
+  std::map<std::tuple<int, int, int>, CeLeg> legs;  // (from, to, task): a fixed order
+  for (const TokenRoute& r : plan.routes) {
+    const int dst = plan.instances[r.instance].gpu;
+    if (r.tokens <= 0 || r.carrier != Carrier::copy_engine) continue;
+    const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
+    if (from == dst) continue;
+    const int task = task_of_instance[r.instance];
+    CeLeg& leg = legs[{from, dst, task}];
+    leg.from = from;
+    leg.to = dst;
+    leg.task = task;
+    leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
+    leg.tokens += static_cast<double>(r.tokens);
+  }
+  for (auto& [key, leg] : legs) {
+    graph.tasks[leg.task].ce_legs.push_back(static_cast<int>(graph.ce_legs.size()));
+    graph.ce_legs.push_back(leg);
+  }
+  return graph;
+}
+
+std::vector<std::vector<double>> ep_transfer_bytes(const Plan& plan, int num_gpus, PassKind pass,
+                                                   TransferStart start) {
+  std::vector<std::vector<double>> bytes(num_gpus, std::vector<double>(num_gpus, 0.0));
+  for (const Transfer& t : plan.transfers)
+    if (t.pass == pass && t.start == start && t.carrier == Carrier::ep_backend && t.bytes > 0 && t.src_gpu != t.dst_gpu)
+      bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+  return bytes;
+}
+
+}  // namespace epsim
