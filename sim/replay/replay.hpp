@@ -8,8 +8,8 @@
 #include "sim/core/input_error.hpp"
 #include "sim/hardware/experiment_spec.hpp"
 #include "sim/plan/plan.hpp"
+#include "sim/replay/layer_metrics.hpp"
 #include "sim/replay/layer_result.hpp"
-#include "sim/report/layer_metrics.hpp"
 #include "traces/format/trace_types.hpp"
 
 namespace epsim {

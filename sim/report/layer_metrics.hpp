@@ -1,52 +1,13 @@
-// The metrics of one (step, micro-batch, layer), as defined in docs/metrics.md. The same names are
-// used for CSV columns, JSON keys and plot labels.
+// The CSV form of a layer's metrics (sim/replay/layer_metrics.hpp): the column names, used alike for
+// CSV columns, JSON keys and plot labels, and one row's values.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "sim/plan/plan.hpp"
-#include "sim/replay/layer_result.hpp"
-#include "traces/format/trace_types.hpp"
+#include "sim/replay/layer_metrics.hpp"
 
 namespace epsim {
-
-struct LayerMetrics {
-  std::uint32_t step = 0, micro_batch = 0, layer = 0, layer_id = 0;
-  std::int64_t tokens_total = 0;
-  double token_max = 0, token_mean = 0;
-  double token_straggler_ratio = 1, token_excess = 0, token_idle_fraction = 0;
-  int token_straggler_gpu = 0;
-  double gemm_max_us = 0, gemm_mean_us = 0;
-  double gemm_straggler_ratio = 1, gemm_excess = 0;
-  int gemm_straggler_gpu = 0;
-  int last_gpu = 0;  ///< the GPU whose forward routed GEMMs end last
-  double forward_us = 0, backward_us = 0, layer_time_us = 0;
-  double balanced_layer_time_us = 0, exposed_overhead_us = 0;
-  double bound_global_mean = 1, bound_nvlink_domain = 1, bound_unsplit_expert = 1;
-  double ep_token_bytes = 0, ce_token_bytes = 0, weight_bytes = 0, gradient_bytes = 0;
-  double internode_token_bytes = 0;  ///< of ep_token_bytes, those crossing between nodes
-  double planner_us = 0;
-  double compute_util_mean = 0, compute_util_max = 0;
-  double nvlink_out_util_mean = 0, nvlink_out_util_max = 0;
-  double nic_out_util_mean = 0, nic_out_util_max = 0;
-  double copy_engine_util_mean = 0, copy_engine_util_max = 0;
-};
-
-/// Everything the metrics need besides the timeline.
-struct MetricsInput {
-  const TraceRecord* record = nullptr;   ///< counts as replayed (num_gpus x num_experts)
-  std::uint32_t layer_id = 0;
-  int num_experts = 0;
-  int gpus_per_node = 0;
-  const std::vector<int>* home_gpu = nullptr;  ///< per expert, under the base placement
-  const Plan* plan = nullptr;
-  const LayerResult* result = nullptr;
-  const LayerResult* balanced = nullptr;       ///< the oracle's result for the same record
-};
-
-LayerMetrics compute_layer_metrics(const MetricsInput& in);
 
 /// The column names, in CSV order, and one row's values formatted deterministically.
 const std::vector<std::string>& layer_metric_names();

@@ -1,0 +1,51 @@
+// The metrics of one (step, micro-batch, layer), as defined in docs/metrics.md, computed by the replay
+// from a layer's plan, its result and the oracle's. Their CSV form (column names and formatting) is
+// the report's: sim/report/layer_metrics.hpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/plan/plan.hpp"
+#include "sim/replay/layer_result.hpp"
+#include "traces/format/trace_types.hpp"
+
+namespace epsim {
+
+struct LayerMetrics {
+  std::uint32_t step = 0, micro_batch = 0, layer = 0, layer_id = 0;
+  std::int64_t tokens_total = 0;
+  double token_max = 0, token_mean = 0;
+  double token_straggler_ratio = 1, token_excess = 0, token_idle_fraction = 0;
+  int token_straggler_gpu = 0;
+  double gemm_max_us = 0, gemm_mean_us = 0;
+  double gemm_straggler_ratio = 1, gemm_excess = 0;
+  int gemm_straggler_gpu = 0;
+  int last_gpu = 0;  ///< the GPU whose forward routed GEMMs end last
+  double forward_us = 0, backward_us = 0, layer_time_us = 0;
+  double balanced_layer_time_us = 0, exposed_overhead_us = 0;
+  double bound_global_mean = 1, bound_nvlink_domain = 1, bound_unsplit_expert = 1;
+  double ep_token_bytes = 0, ce_token_bytes = 0, weight_bytes = 0, gradient_bytes = 0;
+  double internode_token_bytes = 0;  ///< of ep_token_bytes, those crossing between nodes
+  double planner_us = 0;
+  double compute_util_mean = 0, compute_util_max = 0;
+  double nvlink_out_util_mean = 0, nvlink_out_util_max = 0;
+  double nic_out_util_mean = 0, nic_out_util_max = 0;
+  double copy_engine_util_mean = 0, copy_engine_util_max = 0;
+};
+
+/// Everything the metrics need besides the timeline.
+struct MetricsInput {
+  const TraceRecord* record = nullptr;   ///< counts as replayed (num_gpus x num_experts)
+  std::uint32_t layer_id = 0;
+  int num_experts = 0;
+  int gpus_per_node = 0;
+  const std::vector<int>* home_gpu = nullptr;  ///< per expert, under the base placement
+  const Plan* plan = nullptr;
+  const LayerResult* result = nullptr;
+  const LayerResult* balanced = nullptr;       ///< the oracle's result for the same record
+};
+
+LayerMetrics compute_layer_metrics(const MetricsInput& in);
+
+}  // namespace epsim
