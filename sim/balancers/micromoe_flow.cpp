@@ -89,6 +89,45 @@ class MaxFlow {
   std::vector<int> level_, next_edge_, queue_;
 };
 
+/// A feasible max load, usually close to the optimum: experts in decreasing load, each poured over
+/// its GPUs so as to raise the lowest of them first (water-filling), in whole tokens.
+std::int64_t water_filling_bound(const std::vector<std::int64_t>& loads, const std::vector<std::vector<int>>& gpus_of,
+                                 int num_gpus) {
+  std::vector<int> order(loads.size());
+  for (std::size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int>(e);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return loads[a] > loads[b]; });
+  std::vector<std::int64_t> gpu_load(num_gpus, 0);
+  std::vector<std::int64_t> level;
+  for (int e : order) {
+    std::int64_t left = loads[e];
+    if (left == 0) continue;
+    level.clear();
+    for (int g : gpus_of[e]) level.push_back(gpu_load[g]);
+    std::sort(level.begin(), level.end());
+    // The water line w: fill the k lowest GPUs up to the next one's load while tokens last.
+    std::size_t k = 1;
+    std::int64_t w = level[0];
+    while (left > 0) {
+      const auto width = static_cast<std::int64_t>(k);
+      if (k == level.size() || (level[k] - w) * width >= left) {
+        w += (left + width - 1) / width;  // the line stops here (rounded up to whole tokens)
+        break;
+      }
+      left -= (level[k] - w) * width;
+      w = level[k];
+      ++k;
+    }
+    // Pour: every GPU of e below w rises to w, until the expert's tokens run out.
+    left = loads[e];
+    for (int g : gpus_of[e]) {
+      const std::int64_t take = std::min(left, std::max<std::int64_t>(0, w - gpu_load[g]));
+      gpu_load[g] += take;
+      left -= take;
+    }
+  }
+  return *std::max_element(gpu_load.begin(), gpu_load.end());
+}
+
 }  // namespace
 
 ReplicaBalance micromoe_balance_over_replicas(const std::vector<std::int64_t>& loads,
@@ -118,7 +157,8 @@ ReplicaBalance micromoe_balance_over_replicas(const std::vector<std::int64_t>& l
   // The optimum lies in [lo, hi]: no GPU below the mean or its pinned load; every expert at home is feasible.
   std::int64_t lo = (total + num_gpus - 1) / num_gpus;
   lo = std::max(lo, *std::max_element(pinned.begin(), pinned.end()));
-  std::int64_t hi = std::max(lo, *std::max_element(home_load.begin(), home_load.end()));
+  std::int64_t hi = std::max(lo, std::min(*std::max_element(home_load.begin(), home_load.end()),
+                                          water_filling_bound(loads, gpus_of, num_gpus)));
   auto raise_to = [&](std::int64_t z) {
     for (int g = 0; g < num_gpus; ++g) net.set_capacity(sink_edge[g], z);
   };
@@ -133,7 +173,8 @@ ReplicaBalance micromoe_balance_over_replicas(const std::vector<std::int64_t>& l
     if (flow == total) {
       hi = mid;
     } else {
-      lo = mid + 1;
+      // Raising every GPU's bound by d adds at most N d tokens: the missing ones need d >= deficit / N.
+      lo = std::max(mid + 1, mid + (total - flow + num_gpus - 1) / num_gpus);
       below = net.flows();
       carried = flow;
     }
