@@ -71,6 +71,7 @@ LayerMetrics compute_layer_metrics(const MetricsInput& in) {
   m.gemm_max_us = gemm.max / kPsPerUs;
   m.gemm_mean_us = gemm.mean / kPsPerUs;
   m.gemm_straggler_ratio = ratio(gemm);
+  m.gemm_straggler_us = (gemm.max - gemm.mean) / kPsPerUs;
   m.gemm_excess = m.gemm_straggler_ratio - 1.0;
   m.gemm_straggler_gpu = gemm.argmax;
   m.last_gpu = spread(r.gemm_finish_fwd_ps).argmax;

@@ -20,6 +20,7 @@ struct LayerMetrics {
   int token_straggler_gpu = 0;
   double gemm_max_us = 0, gemm_mean_us = 0;
   double gemm_straggler_ratio = 1, gemm_excess = 0;
+  double gemm_straggler_us = 0;  ///< max_g T_g - mean_g T_g: the GEMM straggler as an absolute time
   int gemm_straggler_gpu = 0;
   int last_gpu = 0;  ///< the GPU whose forward routed GEMMs end last
   double forward_us = 0, backward_us = 0, layer_time_us = 0;

@@ -33,6 +33,7 @@ const std::vector<Column>& columns() {
       {"gemm_max_us", [](const LayerMetrics& m) { return fmt(m.gemm_max_us); }},
       {"gemm_mean_us", [](const LayerMetrics& m) { return fmt(m.gemm_mean_us); }},
       {"gemm_straggler_ratio", [](const LayerMetrics& m) { return fmt(m.gemm_straggler_ratio); }},
+      {"gemm_straggler_us", [](const LayerMetrics& m) { return fmt(m.gemm_straggler_us); }},
       {"gemm_excess", [](const LayerMetrics& m) { return fmt(m.gemm_excess); }},
       {"gemm_straggler_gpu", [](const LayerMetrics& m) { return fmt_int(m.gemm_straggler_gpu); }},
       {"last_gpu", [](const LayerMetrics& m) { return fmt_int(m.last_gpu); }},

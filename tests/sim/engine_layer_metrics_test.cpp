@@ -1,0 +1,45 @@
+// A layer's metrics from a simulated layer worked by hand (tests/sim/layer_run_test.cpp's two-GPU
+// layer on the round-number cluster): the GEMM straggler as a ratio and as an absolute time.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/balancers/static_ep.hpp"
+#include "sim/replay/layer_metrics.hpp"
+#include "sim/replay/simulate_layer.hpp"
+#include "sim/report/layer_metrics.hpp"
+#include "tests/sim/simple_cluster.hpp"
+
+using namespace epsim;
+
+TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time minus the mean") {
+  const HardwareSpec hw = test::simple_hardware();
+  const ModelSpec model = test::simple_model();
+  // Rank 0 routes 100 tokens to expert 0 (GPU 0) and 50 to expert 1 (GPU 1); rank 1 routes 100 to
+  // expert 1. GEMM times at 2 us per token: GPU 0 200 us, GPU 1 300 us.
+  const TraceRecord record = test::record_of({{100, 50}, {0, 100}});
+  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
+  const LayerResult result = simulate_layer(hw, model, plan, {150, 100}, false);
+  const std::vector<int> home = {0, 1};
+  MetricsInput in;
+  in.record = &record;
+  in.num_experts = 2;
+  in.gpus_per_node = 2;
+  in.home_gpu = &home;
+  in.plan = &plan;
+  in.result = &result;
+  in.balanced = &result;
+  const LayerMetrics m = compute_layer_metrics(in);
+  // max 300 us, mean 250 us: 50 us absolute, 1.2 as a ratio.
+  CHECK(m.gemm_max_us == doctest::Approx(300));
+  CHECK(m.gemm_mean_us == doctest::Approx(250));
+  CHECK(m.gemm_straggler_us == doctest::Approx(50));
+  CHECK(m.gemm_straggler_ratio == doctest::Approx(1.2));
+  // metrics.csv carries it beside the ratio.
+  const std::vector<std::string>& names = layer_metric_names();
+  const auto at = std::find(names.begin(), names.end(), "gemm_straggler_us");
+  REQUIRE(at != names.end());
+  CHECK(*(at - 1) == "gemm_straggler_ratio");
+  CHECK(layer_metric_values(m)[static_cast<std::size_t>(at - names.begin())] == "50");
+}
