@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/balancers/placement.hpp"
+#include "sim/hardware/dtype.hpp"
 
 namespace epsim {
 
@@ -338,7 +339,8 @@ std::unique_ptr<Balancer> make_laer_moe(ConfigMap& params) {
   p.period = static_cast<int>(params.get_int_or("period", p.period, 1, kMaxCount));
   p.traffic = params.get_choice_or("traffic", "always", {"always", "changes"}) == "changes" ? LaerTraffic::changes
                                                                                             : LaerTraffic::always;
-  p.grad_bytes_per_param = static_cast<int>(params.get_int_or("grad_bytes_per_param", p.grad_bytes_per_param, 0, 8));
+  if (params.has("gradient_dtype"))
+    p.grad_bytes_per_param = element_bytes(parse_dtype(params.get_choice("gradient_dtype", dtype_names())));
   p.checkpoint = params.get_bool_or("checkpoint", p.checkpoint);
   p.comp_us_per_token = params.get_double_or("comp_us_per_token", p.comp_us_per_token, 0, 1e9);
   p.intra_GBps = params.get_double_or("intra_GBps", p.intra_GBps, 0, 1e6);

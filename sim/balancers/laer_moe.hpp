@@ -73,7 +73,7 @@ struct LaerMoeParams {
   int window = 5;            ///< records of the layer summed into E[device][expert] (history_capacity = 5)
   int period = 1;            ///< re-plan every `period` records of the same layer
   LaerTraffic traffic = LaerTraffic::always;
-  int grad_bytes_per_param = 0;  ///< gradient reduce-scatter precision; 0: the model's dtype_bytes
+  int grad_bytes_per_param = 0;  ///< gradient reduce-scatter bytes per parameter (YAML gradient_dtype); 0: dtype_bytes
   bool checkpoint = false;       ///< the cost model's (3 + ckpt) factor
   double comp_us_per_token = 0;  ///< v_comp; 0: expert FLOPs per token / the GPU's bf16 peak
   double intra_GBps = 0;         ///< V_intra; 0: the hardware's NVLink port bandwidth
@@ -97,7 +97,7 @@ class LaerMoe : public Balancer {
   std::map<std::uint32_t, LayerState> layers_;
 };
 
-/// Reads capacity_per_gpu, window, period, traffic, grad_bytes_per_param, checkpoint,
+/// Reads capacity_per_gpu, window, period, traffic, gradient_dtype, checkpoint,
 /// comp_us_per_token, intra_GBps, inter_GBps and planner_time_us (all optional).
 std::unique_ptr<Balancer> make_laer_moe(ConfigMap& params);
 

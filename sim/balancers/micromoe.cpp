@@ -9,6 +9,7 @@
 #include "sim/balancers/lp_solver.hpp"
 #include "sim/balancers/micromoe_flow.hpp"
 #include "sim/balancers/placement.hpp"
+#include "sim/hardware/dtype.hpp"
 
 namespace epsim {
 
@@ -242,7 +243,8 @@ std::unique_ptr<Balancer> make_micromoe(ConfigMap& params) {
         static_cast<int>(params.get_int("redundant_per_gpu", 0, std::numeric_limits<int>::max()));
   p.solver = params.get_choice_or("solver", "flow", {"flow", "lp"}) == "lp" ? MicroMoeSolver::lp : MicroMoeSolver::flow;
   p.sync = params.get_bool_or("sync", p.sync);
-  p.grad_bytes_per_param = static_cast<int>(params.get_int_or("grad_bytes_per_param", p.grad_bytes_per_param, 0, 8));
+  if (params.has("gradient_dtype"))
+    p.grad_bytes_per_param = element_bytes(parse_dtype(params.get_choice("gradient_dtype", dtype_names())));
   p.minimize_traffic = params.get_bool_or("minimize_traffic", p.minimize_traffic);
   p.internode_traffic_weight = params.get_double_or("internode_traffic_weight", p.internode_traffic_weight, 0, 1e6);
   // An hour bounds the value so that the conversion to picoseconds cannot overflow.

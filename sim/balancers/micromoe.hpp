@@ -38,7 +38,7 @@ struct MicroMoeParams {
   double internode_traffic_weight = 4.0;  ///< a moved token that leaves its node counts this much (vs 1)
   double planner_time_us = kMicroMoeDefaultPlannerTimeUs;  ///< host time before the dispatch, per node
   bool sync = true;              ///< charge replica weight and gradient synchronisation once per step
-  int grad_bytes_per_param = 0;  ///< gradient precision of the replicas' reduce; 0: the model's dtype_bytes
+  int grad_bytes_per_param = 0;  ///< bytes per parameter of the replicas' gradient reduce (YAML gradient_dtype); 0: dtype_bytes
 };
 
 /// Replica slots per GPU that `params` asks for on E experts and N GPUs (-1: E/N).
@@ -75,7 +75,7 @@ class MicroMoe : public Balancer {
 };
 
 /// Reads redundant_per_gpu, solver, minimize_traffic, internode_traffic_weight, planner_time_us, sync
-/// and grad_bytes_per_param (all optional); the caller's finish() rejects any other key.
+/// and gradient_dtype (all optional); the caller's finish() rejects any other key.
 std::unique_ptr<Balancer> make_micromoe(ConfigMap& params);
 
 }  // namespace epsim

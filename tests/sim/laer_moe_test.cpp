@@ -283,7 +283,8 @@ TEST_CASE("laer_moe: corner cases") {
 
 TEST_CASE("laer_moe: parameters through ConfigMap") {
   YAML::Node node = YAML::Load(
-      "{capacity_per_gpu: 3, window: 5, period: 2, traffic: always, checkpoint: true, comp_us_per_token: 0.5, "
+      "{capacity_per_gpu: 3, window: 5, period: 2, traffic: always, gradient_dtype: fp32, checkpoint: true, "
+      "comp_us_per_token: 0.5, "
       "intra_GBps: 216.269, inter_GBps: 88.9539, planner_time_us: 2}");
   ConfigMap params(node, "test.yaml", "balancer.params");
   auto b = make_laer_moe(params);

@@ -226,7 +226,7 @@ TEST_CASE("MicroMoE reads its parameters strictly") {
   CHECK_NOTHROW(defaults.finish());
   ConfigMap set = params_of(
       "{redundant_per_gpu: 1, solver: lp, minimize_traffic: false, internode_traffic_weight: 2, planner_time_us: 12.5, "
-      "sync: false, grad_bytes_per_param: 4}");
+      "sync: false, gradient_dtype: fp32}");
   auto balancer = make_micromoe(set);
   CHECK_NOTHROW(set.finish());
   const ModelSpec model = test::simple_model(4);
@@ -237,6 +237,8 @@ TEST_CASE("MicroMoE reads its parameters strictly") {
   CHECK(plan.instances.size() == 6u);
   ConfigMap negative = params_of("{redundant_per_gpu: -1}");
   CHECK_THROWS_AS(make_micromoe(negative), InputError);
+  ConfigMap bad_dtype = params_of("{gradient_dtype: fp64}");
+  CHECK_THROWS_AS(make_micromoe(bad_dtype), InputError);
   ConfigMap bad_solver = params_of("{solver: simplex}");
   CHECK_THROWS_AS(make_micromoe(bad_solver), InputError);
   ConfigMap unknown = params_of("{redundant_per_gpus: 1}");
