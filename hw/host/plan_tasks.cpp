@@ -35,31 +35,47 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
     }
   }
   for (const auto& t : forward) out.gemms.push_back(t);
-  for (std::size_t k = 0; k < forward.size(); ++k) {
-    GemmTask t = forward[k];
-    t.pass = Pass::backward;
-    t.name = "gemm dgrad";
-    out.gemms.push_back(t);
-  }
-  for (std::size_t k = 0; k < forward.size(); ++k) {
-    GemmTask t = forward[k];
-    t.pass = Pass::backward;
-    t.name = "gemm wgrad";
-    out.gemms.push_back(t);
-  }
-
-  // GEMM group of each instance on this GPU: forward index k; dgrad n + k; wgrad 2n + k.
+  // The backward in the simulator's order: each backward_first group's data and weight gradient, then
+  // the other groups' data gradients, then their weight gradients. dgrad_at / wgrad_at: the index in
+  // out.gemms of group k's data and weight gradient.
   const int n = static_cast<int>(forward.size());
+  std::vector<int> dgrad_at(forward.size(), -1), wgrad_at(forward.size(), -1);
+  auto add_backward = [&](int k, bool dgrad) {
+    GemmTask t = forward[static_cast<std::size_t>(k)];
+    t.pass = Pass::backward;
+    t.name = dgrad ? "gemm dgrad" : "gemm wgrad";
+    (dgrad ? dgrad_at : wgrad_at)[static_cast<std::size_t>(k)] = static_cast<int>(out.gemms.size());
+    out.gemms.push_back(std::move(t));
+  };
+  auto first = [&](int k) { return plan.gemm_order[static_cast<std::size_t>(gpu)][static_cast<std::size_t>(k)].backward_first; };
+  for (int k = 0; k < n; ++k)
+    if (first(k)) {
+      add_backward(k, true);
+      add_backward(k, false);
+    }
+  for (const bool dgrad : {true, false})
+    for (int k = 0; k < n; ++k)
+      if (!first(k)) add_backward(k, dgrad);
+
+  // GEMM group of each instance on this GPU.
   std::vector<int> group_of(plan.instances.size(), -1);
   for (int k = 0; k < n; ++k)
     for (int i : forward[static_cast<std::size_t>(k)].instances) group_of.at(static_cast<std::size_t>(i)) = k;
-  auto after = [&](int instance, int offset) {
+  // The index of the GEMM an instance's copy waits for: its forward GEMM, data or weight gradient.
+  enum class Kernel { forward, dgrad, wgrad };
+  auto after = [&](int instance, Kernel kernel) {
     const int k = group_of.at(static_cast<std::size_t>(instance));
-    return k < 0 ? -1 : offset + k;
+    if (k < 0) return -1;
+    if (kernel == Kernel::forward) return k;
+    return (kernel == Kernel::dgrad ? dgrad_at : wgrad_at)[static_cast<std::size_t>(k)];
   };
   const std::int64_t per_token = token_bytes(hidden, dtype_bytes);
   auto instance_gpu = [&](int i) { return plan.instances.at(static_cast<std::size_t>(i)).gpu; };
+  // Forward copies that leave at the start go in the simulator's order on the engine: weights that
+  // leave at the layer's start (before_dispatch, prefetch), then weights that wait for the planner
+  // (after_dispatch), then tokens; `rank` orders them before the sort by after_gemm.
   std::vector<CopyTask> fwd, bwd;
+  std::vector<int> fwd_rank;
   for (const auto& tr : plan.transfers) {
     if (tr.carrier != Carrier::copy_engine || tr.src_gpu != gpu || tr.bytes <= 0) continue;
     CopyTask c;
@@ -68,8 +84,15 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
              std::to_string(plan.instances.at(static_cast<std::size_t>(tr.instance)).expert);
     c.bytes = tr.bytes;
     c.dst_gpu = tr.dst_gpu;
-    if (tr.kind == TransferKind::gradients) c.after_gemm = after(tr.instance, 2 * n);
-    (c.pass == Pass::forward ? fwd : bwd).push_back(c);
+    // Backward Copy Engine transfers leave after their instance's weight-gradient GEMM (after_dispatch
+    // and after_wgrad alike; find_plan_defect allows no other start for them).
+    if (c.pass == Pass::backward) c.after_gemm = after(tr.instance, Kernel::wgrad);
+    if (c.pass == Pass::forward) {
+      fwd.push_back(c);
+      fwd_rank.push_back(tr.start == TransferStart::after_dispatch ? 1 : 0);
+    } else {
+      bwd.push_back(c);
+    }
   }
   for (const auto& r : plan.routes) {
     if (r.carrier != Carrier::copy_engine || r.tokens <= 0) continue;
@@ -78,23 +101,25 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
     if (from == inst_gpu) continue;
     const std::int64_t bytes = r.tokens * per_token;
     if (from == gpu) {
-      fwd.push_back({Pass::forward,
-                     "tokens",
-                     bytes, inst_gpu, -1});
+      fwd.push_back({Pass::forward, "tokens", bytes, inst_gpu, -1});
+      fwd_rank.push_back(2);
     }
     if (inst_gpu == gpu) {  // forward outputs back, and in backward the output gradients come back too
-      fwd.push_back({Pass::forward,
-                     "outputs",
-                     bytes, from, after(r.instance, 0)});
-      bwd.push_back({Pass::backward,
-                     "input grads",
-                     bytes, from, after(r.instance, n)});
+      fwd.push_back({Pass::forward, "outputs", bytes, from, after(r.instance, Kernel::forward)});
+      fwd_rank.push_back(2);
+      bwd.push_back({Pass::backward, "input grads", bytes, from, after(r.instance, Kernel::dgrad)});
     }
   }
+  std::vector<std::size_t> fwd_order(fwd.size());
+  for (std::size_t k = 0; k < fwd.size(); ++k) fwd_order[k] = k;
+  std::stable_sort(fwd_order.begin(), fwd_order.end(), [&](std::size_t a, std::size_t b) {
+    if (fwd[a].after_gemm != fwd[b].after_gemm) return fwd[a].after_gemm < fwd[b].after_gemm;
+    return fwd_rank[a] < fwd_rank[b];
+  });
+  // Backward copies leave as their GEMMs end, which backward_first groups reorder.
   auto by_wait = [](const CopyTask& a, const CopyTask& b) { return a.after_gemm < b.after_gemm; };
-  std::stable_sort(fwd.begin(), fwd.end(), by_wait);
   std::stable_sort(bwd.begin(), bwd.end(), by_wait);
-  for (auto& c : fwd) out.copies.push_back(c);
+  for (std::size_t k : fwd_order) out.copies.push_back(fwd[k]);
   for (auto& c : bwd) out.copies.push_back(c);
   return out;
 }

@@ -38,11 +38,10 @@ class Balancer {
   virtual ~Balancer() = default;
   /// `record.counts` is num_gpus x model.num_experts (the replay remaps trace ranks beforehand).
   virtual Plan plan(const TraceRecord& record, const BalancerContext& context) = 0;
-  /// How many records, counted in replay order from the first, this balancer plans before its plans
-  /// are its steady-state ones (history windows filled, the first re-balance made). Asked after each
-  /// plan, so a balancer may learn it from the trace (its layers per step). Summaries report the
-  /// records before it apart from the rest, and n/a when no record is past it. 0: every plan counts.
-  virtual int warmup_records() const { return 0; }
+  /// Whether the plan just made is one of this balancer's steady state (its history windows full, its
+  /// first re-balance made) rather than a warm-up plan. Summaries report warm-up plans apart from the
+  /// rest, and n/a when none is steady. Default: every plan is.
+  virtual bool last_plan_steady() const { return true; }
 };
 
 }  // namespace epsim

@@ -67,7 +67,7 @@ class DeepseekEplb : public Balancer {
   /// first step has been replayed, when every step has the same micro-batches.
   int warmup_records() const;
   /// Whether the plan made last ran a placement made from a full window of history.
-  bool last_plan_steady() const { return last_plan_steady_; }
+  bool last_plan_steady() const override { return last_plan_steady_; }
 
  private:
   struct LayerState {

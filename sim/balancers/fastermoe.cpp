@@ -72,9 +72,9 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
         if (pass == PassKind::forward)
           plan.transfers.push_back(
               {TransferKind::weights, pass, inst, edge.src, edge.dst, edge.bytes, Carrier::ep_backend});
-        else
-          plan.transfers.push_back(
-              {TransferKind::gradients, pass, inst, edge.dst, edge.src, edge.bytes, Carrier::ep_backend});
+        else  // v1's per-expert ncclReduce, issued right after the shadow's backward on a stream of its own
+          plan.transfers.push_back({TransferKind::gradients, pass, inst, edge.dst, edge.src, edge.bytes,
+                                    Carrier::ep_backend, TransferStart::after_wgrad});
       }
     }
   }
@@ -107,10 +107,11 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
       }
       if (!group.instances.empty()) plan.gemm_order[g].push_back(group);
     }
-    GemmGroup shadows{g, {}};
+    // v1 runs the shadows' whole backward first: their tokens need no gradient exchange.
+    GemmGroup shadows{g, {}, false, false, true};
     for (int e = 0; e < experts; ++e) {
       if (!shadowed[e]) continue;
-      if (per_expert) plan.gemm_order[g].push_back(GemmGroup{g, {shadow_instance[e][g]}});
+      if (per_expert) plan.gemm_order[g].push_back(GemmGroup{g, {shadow_instance[e][g]}, false, false, true});
       else shadows.instances.push_back(shadow_instance[e][g]);
     }
     if (!shadows.instances.empty()) plan.gemm_order[g].push_back(shadows);

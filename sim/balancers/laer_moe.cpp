@@ -223,8 +223,10 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     cost.inter_GBps = params_.inter_GBps > 0 ? params_.inter_GBps : context.hardware->infiniband.nic_bw_GBps;
     cost.checkpoint = params_.checkpoint;
     state.layout = laer_plan_layout(tokens, capacity, gpn, cost);
+    state.layout_from_full_window = state.records_seen >= params_.window;
     replanned = true;
   }
+  last_plan_steady_ = !state.layout.empty() && state.layout_from_full_window;
   // The window's sum, kept up to date: add this record, drop the one that leaves the window.
   std::vector<std::uint32_t> counts(record.counts.begin(),
                                     record.counts.begin() + static_cast<std::ptrdiff_t>(n) * experts);

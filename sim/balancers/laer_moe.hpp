@@ -85,6 +85,8 @@ class LaerMoe : public Balancer {
  public:
   explicit LaerMoe(LaerMoeParams params);
   Plan plan(const TraceRecord& record, const BalancerContext& context) override;
+  /// Steady once the layout in use was planned from a full window of the layer's history.
+  bool last_plan_steady() const override { return last_plan_steady_; }
 
  private:
   struct LayerState {
@@ -92,8 +94,10 @@ class LaerMoe : public Balancer {
     std::vector<std::int64_t> history_sum;           ///< their element-wise sum
     std::int64_t records_seen = 0;
     LaerLayout layout;  ///< current layout; empty while static
+    bool layout_from_full_window = false;
   };
   LaerMoeParams params_;
+  bool last_plan_steady_ = false;
   std::map<std::uint32_t, LayerState> layers_;
 };
 

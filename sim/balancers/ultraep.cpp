@@ -275,10 +275,11 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       instance_of[e].push_back(inst);
       plan.instances.push_back({e, g, InstanceKind::dynamic_expert});
       plan.gemm_order[g].front().instances.push_back(inst);
-      // weight_sync, joined before the dispatch, and grad_reduce: UltraEP's SM kernels, i.e. the EP
-      // backend.
-      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home[e], g, weight_bytes,
-                                Carrier::ep_backend, TransferStart::before_dispatch});
+      // weight_sync, joined before the dispatch, again before the expert backward (the copies' buffers
+      // are reused across layers), and grad_reduce: UltraEP's SM kernels, i.e. the EP backend.
+      for (const PassKind pass : {PassKind::forward, PassKind::backward})
+        plan.transfers.push_back(
+            {TransferKind::weights, pass, inst, home[e], g, weight_bytes, Carrier::ep_backend, TransferStart::before_dispatch});
       plan.transfers.push_back(
           {TransferKind::gradients, PassKind::backward, inst, g, home[e], grad_bytes, Carrier::ep_backend});
     }

@@ -96,7 +96,6 @@ class UltraEp : public Balancer {
   Plan plan(const TraceRecord& record, const BalancerContext& context) override;
   /// Records of each layer that run before the balancer's steady-state plan: none, it plans every
   /// record from that record's own counts.
-  int warmup_records() const { return 0; }
 
  private:
   UltraEpParams params_;

@@ -81,9 +81,18 @@ std::optional<PlanDefect> find_plan_defect(const Plan& plan, int num_experts, in
     if (t.dst_gpu < 0 || t.dst_gpu >= gpus)
       return PlanDefect{at + ".dst_gpu", outside(t.dst_gpu, 0, gpus, true) + " (num_gpus)"};
     if (t.bytes < 0 || t.bytes > kMaxPlanBytes) return PlanDefect{at + ".bytes", outside(t.bytes, 0, kMaxPlanBytes, false)};
-    if (t.pass == PassKind::backward && t.start != TransferStart::after_dispatch)
-      return PlanDefect{at + ".start",
-                        "a backward transfer leaves after its instance's weight-gradient GEMM (start after_dispatch)"};
+    if (t.pass == PassKind::forward && t.start == TransferStart::after_wgrad)
+      return PlanDefect{at + ".start", "after_wgrad is for backward transfers"};
+    if (t.pass == PassKind::backward && t.start == TransferStart::prefetch)
+      return PlanDefect{at + ".start", "a backward transfer leaves after its instance's weight-gradient GEMM "
+                                       "(after_dispatch, after_wgrad) or restores weights before the gradient "
+                                       "dispatch (before_dispatch)"};
+    if (t.pass == PassKind::backward && t.start == TransferStart::before_dispatch &&
+        (t.kind != TransferKind::weights || t.carrier != Carrier::ep_backend))
+      return PlanDefect{at + ".start", "a backward transfer before the gradient dispatch restores weights on the EP "
+                                       "backend (kind weights, carrier ep_backend)"};
+    if (t.pass == PassKind::backward && t.start == TransferStart::after_wgrad && t.kind != TransferKind::gradients)
+      return PlanDefect{at + ".start", "after_wgrad is for gradients"};
   }
   if (plan.gemm_order.size() != static_cast<std::size_t>(gpus))
     return PlanDefect{"gemm_order", "has " + std::to_string(plan.gemm_order.size()) + " lists, expected one per GPU (" +

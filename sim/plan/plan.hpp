@@ -60,19 +60,41 @@ struct TokenRoute {
 enum class TransferKind { weights, gradients };
 enum class PassKind { forward, backward };
 
-/// When a forward transfer leaves. Backward transfers always leave after the instance's
-/// weight-gradient GEMM.
+/// When a transfer leaves.
+///
+/// Forward transfers:
+///   after_dispatch   EP: in the collective after the dispatch stages; Copy Engine: once the planner
+///                    is done.
+///   before_dispatch  EP: a collective the dispatch waits for (replica weights synchronised first);
+///                    Copy Engine: at the layer's start.
+///   prefetch         issued at the layer's start beside the dispatch (FSEP's parameter all-gather).
+/// Backward transfers:
+///   after_dispatch   gradients (or weights) after the instance's weight-gradient GEMM. EP: one
+///                    collective on the communication stream after the gradient-combine stages and
+///                    after all of the GPU's weight-gradient GEMMs; Copy Engine: right after the
+///                    instance's weight-gradient GEMM.
+///   before_dispatch  weights only, EP only: a weights-sync collective on the communication stream
+///                    before the gradient-dispatch stages; the data-gradient GEMMs of the instances it
+///                    serves wait for it (UltraEP restores its copies' weights, blocking, before the
+///                    expert backward).
+///   after_wgrad      gradients only. EP: the pass's after_wgrad transfers of one expert (the
+///                    instance's) form one collective, a reduce, on each GPU's gradient-reduce stream
+///                    of its own, in expert order; a GPU joins it once the weight-gradient GEMMs of
+///                    its instances of that expert are done, so it overlaps the gradient exchange and
+///                    the other experts' backward (FasterMoE's per-expert ncclReduce issued right
+///                    after that expert's backward). Copy Engine: as after_dispatch.
+/// prefetch is for the forward only, after_wgrad for the backward only.
 enum class TransferStart {
-  after_dispatch,   ///< EP: in the collective after the dispatch stages; Copy Engine: once the planner is done
-  before_dispatch,  ///< EP: a collective the dispatch waits for (replica weights synchronised first)
-  prefetch,         ///< issued at the layer's start beside the dispatch (FSEP's parameter all-gather)
+  after_dispatch,
+  before_dispatch,
+  prefetch,
+  after_wgrad,
 };
 
-/// Bytes that move besides tokens: an expert's weights to a new instance before its GEMM (forward),
-/// or its weight gradients back to the owner (backward). On the EP backend, a pass's transfers form
-/// one collective (like FasterMoE's broadcast / reduce) whose kernels hold SMs: forward after the
-/// dispatch stages, backward after a GPU's weight-gradient GEMMs. On the Copy Engine, forward weights
-/// leave when the planner is done; gradients leave after the instance's weight-gradient GEMM.
+/// Bytes that move besides tokens: an expert's weights to a new instance before its GEMM (forward,
+/// or restored before the backward), or its weight gradients back to the owner (backward). On the EP
+/// backend a pass's transfers of one start form one collective (like FasterMoE's broadcast / reduce)
+/// whose kernels hold SMs; TransferStart says where it runs.
 struct Transfer {
   TransferKind kind = TransferKind::weights;
   PassKind pass = PassKind::forward;
@@ -87,14 +109,21 @@ struct Transfer {
 /// A grouped GEMM: instances on one GPU computed by one kernel. Each GPU runs its groups in order,
 /// except that a group marked `on_arrival` is launched at the first kernel boundary after its inputs
 /// are in, ahead of groups listed before it that have not started (moved work is not left waiting
-/// behind the receiver's own experts). A group marked `after_planner` also waits for its node's
-/// planner: its token count is only known once the planner has decided (the home share of a split
-/// expert).
+/// behind the receiver's own experts). A waiting on_arrival group does not hold up later groups: while
+/// its inputs are missing, the GPU runs the next group in plan order that is not on_arrival. A group
+/// marked `after_planner` also waits for its node's planner: its token count is only known once the
+/// planner has decided (the home share of a split expert).
+///
+/// In the backward a GPU runs, first, each `backward_first` group's whole backward (its data-gradient
+/// GEMM, then its weight-gradient GEMM) in the order the forward ran them, and then the other groups'
+/// data-gradient GEMMs followed by their weight-gradient GEMMs (FastMoE v1 runs the shadowed experts'
+/// backward before the exchanged experts', as their tokens need no gradient dispatch).
 struct GemmGroup {
   int gpu = 0;
   std::vector<int> instances;
   bool on_arrival = false;
   bool after_planner = false;
+  bool backward_first = false;
 };
 
 enum class PlannerSite { none, host_cpu, gpu };
@@ -120,13 +149,17 @@ struct Plan {
   std::uint32_t layer = 0;
   int num_gpus = 0;
   /// Exchange steps of the EP backend (1 = one all-to-all-v each way). Forward order on each GPU's
-  /// communication stream: dispatch stages 0..K-1, the EP weight transfers, combine stages 0..K-1.
+  /// communication stream: the EP weights synchronised before the dispatch (start before_dispatch),
+  /// dispatch stages 0..K-1, the EP weight transfers (after_dispatch), combine stages 0..K-1.
+  /// Backward: the EP weights restored before the gradient dispatch (before_dispatch), gradient
+  /// dispatch stages 0..K-1, gradient combine stages 0..K-1, the EP gradients (after_dispatch).
   int exchange_stages = 1;
   std::vector<ExpertInstance> instances;
   std::vector<TokenRoute> routes;
   std::vector<Transfer> transfers;
-  /// Per GPU, its grouped GEMMs in execution order (forward; backward runs each group's data-gradient
-  /// GEMM in the same order, then the weight-gradient GEMMs).
+  /// Per GPU, its grouped GEMMs in execution order (forward; backward runs the backward_first groups'
+  /// data- and weight-gradient GEMMs, then each other group's data-gradient GEMM in the same order,
+  /// then their weight-gradient GEMMs).
   std::vector<std::vector<GemmGroup>> gemm_order;
   PlannerCost planner;
 
@@ -154,7 +187,8 @@ struct PlanDefect {
 /// The first structural defect of `plan`, if any: a scalar outside its bounds (num_gpus,
 /// exchange_stages, the planner's cost), an index out of range (instance expert and GPU, route rank,
 /// instance, via GPU and stage, transfer instance and GPUs, GEMM group instances), a negative or
-/// oversized token or byte count, a carrier that contradicts the route, gemm_order without exactly one
+/// oversized token or byte count, a carrier that contradicts the route, a transfer start its pass and
+/// kind do not allow (TransferStart), gemm_order without exactly one
 /// list per GPU or an instance not computed in exactly one GEMM group on its own GPU. `num_experts`
 /// <= 0 when unknown (a plan read without its model): expert ids are then checked against
 /// kMaxPlanExperts. With `gpus_per_node` > 0 it also checks that Copy Engine legs stay inside a node.

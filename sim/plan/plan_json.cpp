@@ -65,7 +65,7 @@ const char* const kTransferKinds[] = {"weights", "gradients"};
 const char* const kPasses[] = {"forward", "backward"};
 const char* const kSites[] = {"none", "host_cpu", "gpu"};
 const char* const kStarts[] = {"before_dispatch", "after_dispatch"};
-const char* const kTransferStarts[] = {"after_dispatch", "before_dispatch", "prefetch"};
+const char* const kTransferStarts[] = {"after_dispatch", "before_dispatch", "prefetch", "after_wgrad"};
 
 }  // namespace
 
@@ -98,10 +98,13 @@ nlohmann::json plan_to_json(const Plan& plan) {
     nlohmann::json per_gpu = nlohmann::json::array();
     for (const auto& g : groups) {
       // A plain group is its list of instances; a marked one an object, so older plan files still read.
-      if (!g.on_arrival && !g.after_planner) {
+      // backward_first is written only when set, so plans without it keep their bytes.
+      if (!g.on_arrival && !g.after_planner && !g.backward_first) {
         per_gpu.push_back(g.instances);
       } else {
-        per_gpu.push_back({{"instances", g.instances}, {"on_arrival", g.on_arrival}, {"after_planner", g.after_planner}});
+        nlohmann::json group = {{"instances", g.instances}, {"on_arrival", g.on_arrival}, {"after_planner", g.after_planner}};
+        if (g.backward_first) group["backward_first"] = true;
+        per_gpu.push_back(std::move(group));
       }
     }
     order.push_back(per_gpu);
@@ -168,6 +171,10 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
         group.on_arrival = json_bool(in.member(*list, "on_arrival", group_at), file, in.at(group_at + ".on_arrival"));
         group.after_planner =
             json_bool(in.member(*list, "after_planner", group_at), file, in.at(group_at + ".after_planner"));
+        // backward_first came later than the other marks; groups written before it lack the key.
+        if (list->contains("backward_first"))
+          group.backward_first =
+              json_bool(in.member(*list, "backward_first", group_at), file, in.at(group_at + ".backward_first"));
         ids_at = group_at + ".instances";
         list = &in.member(*list, "instances", group_at);
       }

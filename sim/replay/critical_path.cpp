@@ -1,4 +1,4 @@
-#include "sim/report/critical_path.hpp"
+#include "sim/replay/critical_path.hpp"
 
 #include <algorithm>
 #include <tuple>

@@ -22,6 +22,7 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
       task.instances = gg.instances;
       task.on_arrival = gg.on_arrival;
       task.after_planner = gg.after_planner;
+      task.backward_first = gg.backward_first;
       std::vector<std::int64_t> rows;
       for (int i : gg.instances) {
         rows.push_back(inst_tokens[i]);
@@ -58,8 +59,13 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
     add_stage(task, r.stage);
   }
   for (const Transfer& t : plan.transfers) {
-    if (t.pass != PassKind::forward || t.bytes <= 0) continue;
+    if (t.bytes <= 0) continue;
     GemmTask& task = graph.tasks[task_of_instance[t.instance]];
+    if (t.pass == PassKind::backward) {
+      // find_plan_defect allows before_dispatch in the backward only for EP weights.
+      if (t.start == TransferStart::before_dispatch && t.src_gpu != t.dst_gpu) task.restored_weights = true;
+      continue;
+    }
     if (t.carrier == Carrier::copy_engine) {
       ++task.ce_weights;
     } else if (t.carrier == Carrier::ep_backend) {
@@ -67,8 +73,38 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
         case TransferStart::after_dispatch: task.ep_weights = true; break;
         case TransferStart::before_dispatch: task.synced_weights = true; break;
         case TransferStart::prefetch: task.prefetched_weights = true; break;
+        case TransferStart::after_wgrad: break;  // backward only (find_plan_defect)
       }
     }
+  }
+  // Gradient reduces: one per expert whose after_wgrad EP transfers move bytes, in expert order.
+  std::map<int, GradientReduce> reduces;
+  for (const Transfer& t : plan.transfers) {
+    if (t.pass != PassKind::backward || t.start != TransferStart::after_wgrad || t.carrier != Carrier::ep_backend ||
+        t.bytes <= 0 || t.src_gpu == t.dst_gpu)
+      continue;
+    const int expert = plan.instances[t.instance].expert;
+    GradientReduce& reduce = reduces[expert];
+    if (reduce.bytes.empty()) {
+      reduce.expert = expert;
+      reduce.bytes.assign(n, std::vector<double>(n, 0.0));
+      reduce.wgrads_before.assign(n, 0);
+    }
+    reduce.bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+  }
+  std::map<int, int> reduce_of_expert;
+  for (auto& [expert, reduce] : reduces) {
+    reduce_of_expert[expert] = static_cast<int>(graph.reduces.size());
+    graph.reduces.push_back(std::move(reduce));
+  }
+  // Each task holding an instance of a reduced expert releases its GPU's part of that reduce once.
+  for (std::size_t i = 0; i < plan.instances.size() && !reduce_of_expert.empty(); ++i) {
+    const auto found = reduce_of_expert.find(plan.instances[i].expert);
+    if (found == reduce_of_expert.end()) continue;
+    GemmTask& task = graph.tasks[task_of_instance[i]];
+    if (std::find(task.reduces.begin(), task.reduces.end(), found->second) != task.reduces.end()) continue;
+    task.reduces.push_back(found->second);
+    ++graph.reduces[found->second].wgrads_before[task.gpu];
   }
   std::map<std::tuple<int, int, int>, CeLeg> legs;  // (from, to, task): a fixed order
   for (const TokenRoute& r : plan.routes) {

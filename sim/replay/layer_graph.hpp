@@ -24,6 +24,11 @@ struct GemmTask {
   int ce_weights = 0;        ///< Copy Engine weight copies into its instances (any start)
   bool on_arrival = false;   ///< GemmGroup::on_arrival
   bool after_planner = false;  ///< GemmGroup::after_planner
+  bool backward_first = false;  ///< GemmGroup::backward_first
+  /// Its backward waits for EP weights restored before the gradient dispatch (backward transfers with
+  /// start before_dispatch).
+  bool restored_weights = false;
+  std::vector<int> reduces;  ///< the gradient reduces (LayerGraph::reduces) its weight gradient releases
   std::vector<int> stages;   ///< stages of its direct EP routes (their combine waits for it)
   std::vector<int> ce_legs;  ///< Copy Engine token copies into it
 };
@@ -38,6 +43,15 @@ struct CeLeg {
   double tokens = 0;
 };
 
+/// One expert's backward EP transfers with start after_wgrad: a collective on each GPU's
+/// gradient-reduce stream. GPU g joins it once `wgrads_before[g]` weight-gradient GEMMs (the tasks
+/// holding an instance of the expert there) have ended.
+struct GradientReduce {
+  int expert = 0;
+  std::vector<std::vector<double>> bytes;  ///< [src][dst]
+  std::vector<int> wgrads_before;          ///< per GPU
+};
+
 struct LayerGraph {
   std::vector<GemmTask> tasks;
   std::vector<std::vector<int>> tasks_of;  ///< per GPU, task ids in plan order
@@ -45,6 +59,7 @@ struct LayerGraph {
   std::vector<int> task_of_instance;       ///< per plan instance
   std::vector<bool> has_on_arrival;        ///< per GPU: some task of it is on_arrival
   std::vector<bool> has_after_planner;     ///< per GPU: some task of it is after_planner
+  std::vector<GradientReduce> reduces;     ///< by expert, ascending; only those that move bytes
 };
 
 /// The tasks of `plan` (valid: validate_plan found nothing) on `context`'s GPUs, with `stages`

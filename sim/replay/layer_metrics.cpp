@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/replay/critical_path.hpp"
+
 namespace epsim {
 
 namespace {
@@ -79,8 +81,26 @@ LayerMetrics compute_layer_metrics(const MetricsInput& in) {
   m.forward_us = ps_to_us(r.forward_ps);
   m.backward_us = ps_to_us(r.backward_ps);
   m.layer_time_us = ps_to_us(r.layer_ps());
-  m.balanced_layer_time_us = ps_to_us(in.balanced->layer_ps());
-  m.exposed_overhead_us = m.layer_time_us - m.balanced_layer_time_us;
+  m.bound_layer_time_us = ps_to_us(in.bound->layer_ps());
+  m.gap_to_bound_us = m.layer_time_us - m.bound_layer_time_us;
+  m.bound_term = in.bound->forward.binding();
+  m.warmup = in.warmup;
+
+  // One path through both passes: the backward starts when the forward has ended.
+  CriticalPath path = critical_path(r.timeline, Pass::forward, 0, r.forward_ps);
+  m.crit_gpu = path.last_gpu;
+  if (r.backward_ps > 0) {
+    const CriticalPath back = critical_path(r.timeline, Pass::backward, r.forward_ps, r.layer_ps());
+    for (std::size_t k = 0; k < kPathResources; ++k) path.time_ps[k] += back.time_ps[k];
+    path.length_ps += back.length_ps;
+  }
+  m.crit_sm_share = path.share(PathResource::sm);
+  m.crit_copy_engine_share = path.share(PathResource::copy_engine);
+  m.crit_nvlink_share = path.share(PathResource::nvlink);
+  m.crit_nic_share = path.share(PathResource::nic);
+  m.crit_host_share = path.share(PathResource::host);
+  m.crit_wait_share = path.share(PathResource::wait);
+  m.crit_bound = to_string(path.bound());
 
   // Bounds on the token straggler ratio, from the counts alone (docs/metrics.md).
   const int experts = in.num_experts;

@@ -1,11 +1,12 @@
 // The metrics of one (step, micro-batch, layer), as defined in docs/metrics.md, computed by the replay
-// from a layer's plan, its result and the oracle's. Their CSV form (column names and formatting) is
+// from a layer's plan, its result and the oracle's bound. Their CSV form (column names and formatting) is
 // the report's: sim/report/layer_metrics.hpp.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "sim/balancers/oracle.hpp"
 #include "sim/plan/plan.hpp"
 #include "sim/replay/layer_result.hpp"
 #include "traces/format/trace_types.hpp"
@@ -24,7 +25,16 @@ struct LayerMetrics {
   int gemm_straggler_gpu = 0;
   int last_gpu = 0;  ///< the GPU whose forward routed GEMMs end last
   double forward_us = 0, backward_us = 0, layer_time_us = 0;
-  double balanced_layer_time_us = 0, exposed_overhead_us = 0;
+  double bound_layer_time_us = 0;  ///< the oracle: no plan for this work is faster
+  double gap_to_bound_us = 0;      ///< layer_time_us - bound_layer_time_us, >= 0
+  const char* bound_term = "compute";  ///< the forward bound's binding term: compute, egress or ingress
+  bool warmup = false;             ///< planned before the balancer's steady state (its history filling)
+  /// The critical path of both passes (forward's from the GPU that ends it, then backward's): the share
+  /// of the layer time each resource holds it, and the resource with the largest share.
+  double crit_sm_share = 0, crit_copy_engine_share = 0, crit_nvlink_share = 0, crit_nic_share = 0;
+  double crit_host_share = 0, crit_wait_share = 0;
+  const char* crit_bound = "waiting";
+  int crit_gpu = 0;  ///< the GPU that ends the forward
   double bound_global_mean = 1, bound_nvlink_domain = 1, bound_unsplit_expert = 1;
   double ep_token_bytes = 0, ce_token_bytes = 0, weight_bytes = 0, gradient_bytes = 0;
   double internode_token_bytes = 0;  ///< of ep_token_bytes, those crossing between nodes
@@ -44,7 +54,8 @@ struct MetricsInput {
   const std::vector<int>* home_gpu = nullptr;  ///< per expert, under the base placement
   const Plan* plan = nullptr;
   const LayerResult* result = nullptr;
-  const LayerResult* balanced = nullptr;       ///< the oracle's result for the same record
+  const LayerBound* bound = nullptr;           ///< the oracle's bound for the same record
+  bool warmup = false;
 };
 
 LayerMetrics compute_layer_metrics(const MetricsInput& in);

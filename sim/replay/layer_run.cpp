@@ -90,15 +90,16 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
     return stages_ > 1 ? std::string(name) + " s" + std::to_string(k) : std::string(name);
   };
   p.ops.reserve(2 * static_cast<std::size_t>(stages_) + 2);
-  // Weights synchronised before the dispatch (replicas updated first): the dispatch waits for them.
-  if (fwd) {
-    auto synced = ep_transfer_bytes(plan_, n_, PassKind::forward, TransferStart::before_dispatch);
-    if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", std::move(synced), CommKernel{});
-  }
+  // Weights synchronised before the dispatch (replicas updated first, or restored before the expert
+  // backward): the dispatch waits for them.
+  auto synced =
+      ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::before_dispatch);
+  if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", std::move(synced), CommKernel{});
   for (int k = 0; k < stages_; ++k)
     add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k),
         stage_bytes(k, false, ctx_.token_bytes(to_experts)), ctx_.comm_kernel(to_experts));
-  // Backward transfers all leave after the dispatch (find_plan_defect holds them to it).
+  // after_dispatch transfers: forward weights after the dispatch, backward gradients after the
+  // gradient combine (after_wgrad ones run on the gradient-reduce streams instead).
   const auto moved =
       ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::after_dispatch);
   const bool any_moved = any_bytes(moved);
@@ -415,28 +416,75 @@ void LayerRun::start_backward() {
   // Every GPU's communication stream, every weight-gradient GEMM, every input-gradient copy back and
   // every gradient copy must finish before the pass does.
   bwd_.open = n_ + static_cast<int>(graph_.tasks.size() + graph_.ce_legs.size()) + ce_gradients;
+  // The backward kernels of each GPU: backward_first groups' data and weight gradients, then the other
+  // groups' data gradients, then their weight gradients, each in the forward's actual order.
+  bwd_kernels_.assign(n_, {});
+  for (int g = 0; g < n_; ++g) {
+    std::vector<BackwardKernel>& kernels = bwd_kernels_[g];
+    for (int id : fwd_order_[g])
+      if (graph_.tasks[id].backward_first) kernels.insert(kernels.end(), {{id, true}, {id, false}});
+    for (const bool dgrad : {true, false})
+      for (int id : fwd_order_[g])
+        if (!graph_.tasks[id].backward_first) kernels.push_back({id, dgrad});
+  }
+  // Gradient reduces: each GPU's part of every reduce must end before the pass does.
+  reduce_cursor_.assign(n_, 0);
+  reduce_busy_.assign(n_, false);
+  reduce_pumping_.assign(n_, false);
+  reduce_again_.assign(n_, false);
+  reduce_wait_.clear();
+  for (std::size_t r = 0; r < graph_.reduces.size(); ++r) {
+    const GradientReduce& spec = graph_.reduces[r];
+    reduce_wait_.push_back(spec.wgrads_before);
+    reduces_.push_back(std::make_unique<AllToAllV>(
+        ctx_, "grad reduce e" + std::to_string(spec.expert), Pass::backward, ExchangePayload(spec.bytes),
+        [this](int g) { reduce_part_done(g); }));
+    result_.gradient_bytes += reduces_.back()->total_bytes();
+    bwd_.open += n_;
+  }
   shared_expert_kernels(Pass::backward, 2);  // data and weight gradient
   for (int g = 0; g < n_; ++g) {
     pump_comm(Pass::backward, g);
+    pump_reduce(g);
     pump_backward_compute(g);
   }
+}
+
+void LayerRun::pump_reduce(int gpu) {
+  // As pump_comm: a part with nothing to move ends inside start(), and this loop takes the next one.
+  const bool outer = reduce_pumping_[gpu];
+  reduce_pumping_[gpu] = true;
+  do {
+    reduce_again_[gpu] = false;
+    const std::size_t r = reduce_cursor_[gpu];
+    if (reduce_busy_[gpu] || r >= reduces_.size() || reduce_wait_[r][gpu] > 0) break;
+    reduce_busy_[gpu] = true;
+    reduces_[r]->start(gpu);
+  } while (reduce_again_[gpu]);
+  reduce_pumping_[gpu] = outer;
+}
+
+void LayerRun::reduce_part_done(int gpu) {
+  reduce_busy_[gpu] = false;
+  ++reduce_cursor_[gpu];
+  close(Pass::backward);
+  if (reduce_pumping_[gpu]) reduce_again_[gpu] = true;
+  else pump_reduce(gpu);
 }
 
 void LayerRun::pump_backward_compute(int gpu) {
   PassState& p = bwd_;
   if (p.compute_cursor.empty()) return;
-  // The forward's actual order (plan order, unless on_arrival groups went ahead).
-  const std::vector<int>& order = fwd_order_[gpu];
-  const std::size_t count = order.size();
-  // Kernel k < count is task k's data gradient; k >= count is task k - count's weight gradient.
-  while (p.compute_cursor[gpu] < 2 * count) {
-    const std::size_t k = p.compute_cursor[gpu];
-    const int id = order[k % count];
+  const std::vector<BackwardKernel>& kernels = bwd_kernels_[gpu];
+  while (p.compute_cursor[gpu] < kernels.size()) {
+    const BackwardKernel next = kernels[p.compute_cursor[gpu]];
+    const int id = next.task;
     const GemmTask& task = graph_.tasks[id];
     if (task.input_stage >= 0 && !p.stage_in[gpu][task.input_stage]) return;
     if (p.ce_pending[id] > 0) return;
+    if (task.restored_weights && !p.synced_in[gpu]) return;
     ++p.compute_cursor[gpu];
-    const bool dgrad = k < count;
+    const bool dgrad = next.dgrad;
     ctx_.kernel(
         gpu, task.work_ps, Pass::backward, dgrad ? "gemm dgrad" : "gemm wgrad",
         [this, id, dgrad](Time_ps, Time_ps) {
@@ -476,6 +524,8 @@ void LayerRun::backward_wgrad_done(int id) {
     }
   }
   --wgrads_left_[task.gpu];
+  for (int r : task.reduces) --reduce_wait_[static_cast<std::size_t>(r)][task.gpu];
+  if (!task.reduces.empty()) pump_reduce(task.gpu);
   pump_comm(Pass::backward, task.gpu);
   close(Pass::backward);
 }

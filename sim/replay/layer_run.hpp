@@ -4,12 +4,18 @@
 // Every GPU has two in-order streams, as in the frameworks being modelled, and a third for prefetches:
 //   communication stream: [EP weights synchronised before the dispatch], dispatch stages 0..K-1,
 //                         [EP weight transfers], combine stages 0..K-1
-//                         backward: gradient-dispatch stages, gradient-combine stages, [EP gradients]
+//                         backward: [EP weights restored before the gradient dispatch],
+//                         gradient-dispatch stages, gradient-combine stages, [EP gradients]
+//   gradient-reduce stream (backward): one collective per expert with after_wgrad EP gradients, in
+//                         expert order, each GPU's part once the weight-gradient GEMMs of its
+//                         instances of that expert are done
 //   prefetch stream:      [EP weight prefetch], issued at the layer's start beside the dispatch (its
 //                         own kernel and SMs, sharing the links with it)
 //   compute stream:       [planner kernel], shared-expert GEMM, then the Plan's grouped GEMMs in order
-//                         backward: shared expert, each group's data-gradient GEMM, then each group's
-//                         weight-gradient GEMM, both in the order the forward ran the groups
+//                         backward: shared expert, each backward_first group's data- and weight-
+//                         gradient GEMM, then each other group's data-gradient GEMM, then their
+//                         weight-gradient GEMMs, all in the order the forward ran the groups; a group
+//                         whose weights are restored before the gradient dispatch waits for them
 // An operation starts when it reaches the head of its stream and its inputs are there:
 //   - a GEMM group needs the dispatch stage its EP tokens came in, its Copy Engine token copies and its
 //     weights (whichever collective or copy brings them), and, marked after_planner, its node's planner;
@@ -108,6 +114,9 @@ class LayerRun {
   void pump_backward_compute(int gpu);
   void backward_dgrad_done(int task);
   void backward_wgrad_done(int task);
+  /// Starts the GPU's next gradient reduce once its weight gradients are in (its own stream, in order).
+  void pump_reduce(int gpu);
+  void reduce_part_done(int gpu);
   void shared_expert_kernels(Pass pass, int kernels_per_gpu);
   PassState& state(Pass which) { return which == Pass::forward ? fwd_ : bwd_; }
 
@@ -129,6 +138,18 @@ class LayerRun {
   std::vector<bool> task_started_;           ///< per task: its forward kernel was submitted
   std::vector<bool> compute_busy_;           ///< per GPU with on_arrival groups: a kernel is running
   std::vector<std::vector<int>> fwd_order_;  ///< per GPU: tasks in the order the forward ran them
+  /// One backward GEMM: a task's data gradient (dgrad) or weight gradient.
+  struct BackwardKernel {
+    int task = 0;
+    bool dgrad = true;
+  };
+  std::vector<std::vector<BackwardKernel>> bwd_kernels_;  ///< per GPU, in execution order
+  std::vector<std::unique_ptr<AllToAllV>> reduces_;     ///< graph_.reduces as collectives
+  std::vector<std::vector<int>> reduce_wait_;            ///< [reduce][gpu]: weight gradients it still waits for
+  std::vector<std::size_t> reduce_cursor_;               ///< per GPU: next reduce on its stream
+  std::vector<bool> reduce_busy_;                        ///< per GPU: its part of reduce_cursor_ is running
+  std::vector<bool> reduce_pumping_;                     ///< per GPU: pump_reduce is on the stack
+  std::vector<bool> reduce_again_;                       ///< per GPU: a part ended inside pump_reduce's start()
 
   PassState fwd_, bwd_;
   Time_ps forward_end_ps_ = 0;

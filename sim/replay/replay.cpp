@@ -4,7 +4,7 @@
 
 #include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/hbm_fit.hpp"
-#include "sim/balancers/ideal_balance.hpp"
+#include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/registry.hpp"
 #include "sim/core/input_error.hpp"
@@ -50,7 +50,6 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
   context.model = &spec.model;
   context.hardware = &spec.hardware;
   auto balancer = make_balancer(spec.balancer, spec.source_file);
-  IdealBalance oracle;
   std::vector<int> home(experts);
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, spec.placement);
 
@@ -86,19 +85,11 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
       throw BalancerCannotServe(balancer_place, "", cannot + e.what());
     }
     validate_plan(plan, experts, spec.hardware.gpus_per_node);
-    // The oracle is an ideal reference whose extra instances cost nothing, memory included.
-    const bool is_oracle = spec.balancer.name == "oracle";
-    if (!is_oracle)
-      if (const auto overflow = hbm_overflow(plan, spec.model, spec.hardware))
-        throw BalancerCannotServe(hardware_file, record_place, cannot + *overflow);
-    LayerResult result, balanced;
+    if (const auto overflow = hbm_overflow(plan, spec.model, spec.hardware))
+      throw BalancerCannotServe(hardware_file, record_place, cannot + *overflow);
+    LayerResult result;
     try {
       result = simulate_layer(spec.hardware, spec.model, plan, local_tokens, spec.backward, &record);
-      // The oracle's run is the reference for exposed overhead; when the oracle is the balancer, it is
-      // the run just made.
-      if (!is_oracle)
-        balanced = simulate_layer(spec.hardware, spec.model, oracle.plan(record, context), local_tokens, spec.backward,
-                                  &record);
     } catch (const TimeOverflow& e) {
       throw InputError(hardware_file, record_place,
                        std::string(e.what()) + " (hardware " + spec.hardware.name + ", model " + spec.model.name +
@@ -114,7 +105,11 @@ std::size_t replay(const ExperimentSpec& spec, const std::function<void(const La
     in.home_gpu = &home;
     in.plan = &plan;
     in.result = &result;
-    in.balanced = is_oracle ? &result : &balanced;
+    // The oracle: computed, not simulated (sim/balancers/oracle.hpp).
+    const LayerBound bound = oracle_bound(record, spec.hardware, spec.model, n, local_tokens,
+                                          static_cast<int>(header.top_k), spec.backward);
+    in.bound = &bound;
+    in.warmup = !balancer->last_plan_steady();
     const LayerMetrics metrics = compute_layer_metrics(in);
     on_layer(LayerOutcome{header, record, plan, result, metrics});
     ++replayed;

@@ -1,5 +1,5 @@
 // The replay loop: trace records in order -> balancer -> Plan -> engine -> metrics, with the oracle's
-// run of the same record beside it for the exposed overhead. Streaming: one record at a time.
+// bound for the same record beside it. Streaming: one record at a time.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 #include "sim/report/comparison_table.hpp"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -59,6 +61,7 @@ const std::vector<Column>& columns() {
       {"balancer", [](const ComparisonRow& r) { return r.key.balancer; }},
       {"balancer_name", [](const ComparisonRow& r) { return r.key.balancer_name; }},
       {"records", [](const ComparisonRow& r) { return std::to_string(r.records); }},
+      {"warmup_records", [](const ComparisonRow& r) { return std::to_string(r.warmup_records); }},
       {"token_straggler_ratio_median", [](const ComparisonRow& r) { return csv_number(r.token_straggler_ratio_median); }},
       {"token_excess_median", [](const ComparisonRow& r) { return csv_number(r.token_excess_median); }},
       {"token_excess_reduction", [](const ComparisonRow& r) { return csv_optional(r.token_excess_reduction); }},
@@ -67,7 +70,11 @@ const std::vector<Column>& columns() {
       {"gemm_excess_median", [](const ComparisonRow& r) { return csv_number(r.gemm_excess_median); }},
       {"gemm_excess_reduction", [](const ComparisonRow& r) { return csv_optional(r.gemm_excess_reduction); }},
       {"layer_time_us_median", [](const ComparisonRow& r) { return csv_number(r.layer_time_us_median); }},
-      {"exposed_overhead_us_median", [](const ComparisonRow& r) { return csv_number(r.exposed_overhead_us_median); }},
+      {"layer_time_us_mean", [](const ComparisonRow& r) { return csv_number(r.layer_time_us_mean); }},
+      {"layer_time_us_p95", [](const ComparisonRow& r) { return csv_number(r.layer_time_us_p95); }},
+      {"bound_layer_time_us_median", [](const ComparisonRow& r) { return csv_number(r.bound_layer_time_us_median); }},
+      {"gap_to_bound_us_median", [](const ComparisonRow& r) { return csv_number(r.gap_to_bound_us_median); }},
+      {"crit_bound", [](const ComparisonRow& r) { return csv_text(r.crit_bound); }},
       {"bound_nvlink_domain_median", [](const ComparisonRow& r) { return csv_number(r.bound_nvlink_domain_median); }},
       {"ep_token_bytes_mean", [](const ComparisonRow& r) { return csv_number(r.ep_token_bytes_mean); }},
       {"ce_token_bytes_mean", [](const ComparisonRow& r) { return csv_number(r.ce_token_bytes_mean); }},
@@ -101,7 +108,10 @@ const std::vector<MarkdownColumn>& markdown_columns() {
       {"GEMM excess reduction", true, [](const ComparisonRow& r) { return percent(r.gemm_excess_reduction); }},
       {"NVLink floor", true, [](const ComparisonRow& r) { return format_number("%.3f", r.bound_nvlink_domain_median); }},
       {"layer time us", true, [](const ComparisonRow& r) { return format_number("%.1f", r.layer_time_us_median); }},
-      {"exposed us", true, [](const ComparisonRow& r) { return format_number("%.1f", r.exposed_overhead_us_median); }},
+      {"layer p95 us", true, [](const ComparisonRow& r) { return format_number("%.1f", r.layer_time_us_p95); }},
+      {"bound us", true, [](const ComparisonRow& r) { return format_number("%.1f", r.bound_layer_time_us_median); }},
+      {"gap us", true, [](const ComparisonRow& r) { return format_number("%.1f", r.gap_to_bound_us_median); }},
+      {"critical path", false, [](const ComparisonRow& r) { return r.crit_bound; }},
       {"EP token MB", true, [](const ComparisonRow& r) { return format_number("%.2f", r.ep_token_bytes_mean / 1e6); }},
       {"CE token MB", true, [](const ComparisonRow& r) { return format_number("%.2f", r.ce_token_bytes_mean / 1e6); }},
       {"weight+grad MB", true,
@@ -126,14 +136,29 @@ double median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double quantile_of(std::vector<double> values, double q) {
+  if (values.empty()) throw std::invalid_argument("quantile_of: no values");
+  std::sort(values.begin(), values.end());
+  const double at = q * static_cast<double>(values.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(at);
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (at - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
 void ComparisonAccumulator::add(const LayerMetrics& m) {
+  if (m.warmup) {
+    ++warmup_;
+    return;
+  }
   token_ratio_.push_back(m.token_straggler_ratio);
   token_excess_.push_back(m.token_excess);
   token_idle_.push_back(m.token_idle_fraction);
   gemm_ratio_.push_back(m.gemm_straggler_ratio);
   gemm_excess_.push_back(m.gemm_excess);
   layer_time_.push_back(m.layer_time_us);
-  exposed_.push_back(m.exposed_overhead_us);
+  bound_.push_back(m.bound_layer_time_us);
+  gap_.push_back(m.gap_to_bound_us);
+  crit_bound_.push_back(m.crit_bound);
   nvlink_floor_.push_back(m.bound_nvlink_domain);
   ep_bytes_ += m.ep_token_bytes;
   ce_bytes_ += m.ce_token_bytes;
@@ -146,17 +171,34 @@ void ComparisonAccumulator::add(const LayerMetrics& m) {
 
 ComparisonRow ComparisonAccumulator::row(const ComparisonKey& key) const {
   if (records() == 0) throw std::invalid_argument("ComparisonAccumulator::row: no records");
-  const double n = static_cast<double>(records());
+  if (token_ratio_.empty()) {
+    ComparisonRow r = unserved_row(key, "n/a: all " + std::to_string(warmup_) +
+                                            " records are the balancer's warm-up (the trace is too short for its "
+                                            "history)");
+    r.warmup_records = warmup_;
+    return r;
+  }
+  const double n = static_cast<double>(token_ratio_.size());
   ComparisonRow r;
   r.key = key;
-  r.records = records();
+  r.records = token_ratio_.size();
+  r.warmup_records = warmup_;
   r.token_straggler_ratio_median = median_of(token_ratio_);
   r.token_excess_median = median_of(token_excess_);
   r.token_idle_fraction_median = median_of(token_idle_);
   r.gemm_straggler_ratio_median = median_of(gemm_ratio_);
   r.gemm_excess_median = median_of(gemm_excess_);
   r.layer_time_us_median = median_of(layer_time_);
-  r.exposed_overhead_us_median = median_of(exposed_);
+  r.layer_time_us_mean = std::accumulate(layer_time_.begin(), layer_time_.end(), 0.0) / n;
+  r.layer_time_us_p95 = quantile_of(layer_time_, 0.95);
+  r.bound_layer_time_us_median = median_of(bound_);
+  r.gap_to_bound_us_median = median_of(gap_);
+  // The most frequent bounding resource; ties go to the first in name order.
+  std::map<std::string, int> seen;
+  for (const std::string& b : crit_bound_) ++seen[b];
+  r.crit_bound = std::max_element(seen.begin(), seen.end(), [](const auto& a, const auto& b) {
+                   return a.second < b.second;
+                 })->first;
   r.bound_nvlink_domain_median = median_of(nvlink_floor_);
   r.ep_token_bytes_mean = ep_bytes_ / n;
   r.ce_token_bytes_mean = ce_bytes_ / n;

@@ -1,5 +1,6 @@
 // The table `epsim compare` writes: one row per (case, EP degree, balancer) summarising that replay's
-// records (medians of the straggler and time metrics, means of bytes and utilisation), and each
+// steady-state records (medians of the straggler and time metrics, the layer time's mean and p95 too,
+// means of bytes and utilisation; warm-up records counted apart, n/a when every record is warm-up), and each
 // balancer's excess reduction against the baseline balancer on the same case and EP degree. Column
 // names are docs/metrics.md's with a `_median` or `_mean` suffix; docs/compare.md defines them all.
 #pragma once
@@ -23,7 +24,8 @@ struct ComparisonKey {
 
 struct ComparisonRow {
   ComparisonKey key;
-  std::size_t records = 0;
+  std::size_t records = 0;         ///< steady-state records summarised
+  std::size_t warmup_records = 0;  ///< records planned before the balancer's steady state, left out
   // Medians over records.
   double token_straggler_ratio_median = 0;
   double token_excess_median = 0;
@@ -31,7 +33,11 @@ struct ComparisonRow {
   double gemm_straggler_ratio_median = 0;
   double gemm_excess_median = 0;
   double layer_time_us_median = 0;
-  double exposed_overhead_us_median = 0;
+  double layer_time_us_mean = 0;
+  double layer_time_us_p95 = 0;
+  double bound_layer_time_us_median = 0;  ///< the oracle
+  double gap_to_bound_us_median = 0;
+  std::string crit_bound;                 ///< the resource bounding the critical path in most records
   double bound_nvlink_domain_median = 0;
   // Means over records.
   double ep_token_bytes_mean = 0;
@@ -56,20 +62,26 @@ ComparisonRow unserved_row(const ComparisonKey& key, const std::string& reason);
 /// Collects the metrics of one replay, record by record, and summarises them.
 class ComparisonAccumulator {
  public:
+  /// Adds one record; a warm-up record is only counted.
   void add(const LayerMetrics& m);
-  std::size_t records() const { return token_ratio_.size(); }
-  /// The row for `key`, reductions left empty. Requires at least one record.
+  std::size_t records() const { return token_ratio_.size() + warmup_; }
+  /// The row for `key`, reductions left empty. Requires at least one record; when every record is
+  /// warm-up the row is n/a, saying so.
   ComparisonRow row(const ComparisonKey& key) const;
 
  private:
-  std::vector<double> token_ratio_, token_excess_, token_idle_, gemm_ratio_, gemm_excess_, layer_time_,
-      exposed_, nvlink_floor_;
+  std::vector<double> token_ratio_, token_excess_, token_idle_, gemm_ratio_, gemm_excess_, layer_time_, bound_,
+      gap_, nvlink_floor_;
+  std::vector<std::string> crit_bound_;
+  std::size_t warmup_ = 0;
   double ep_bytes_ = 0, ce_bytes_ = 0, weight_bytes_ = 0, gradient_bytes_ = 0, planner_us_ = 0, ce_util_ = 0,
          nvlink_util_ = 0;
 };
 
 /// The median of `values` (the mean of the two middle values for an even count). Requires values.
 double median_of(std::vector<double> values);
+/// The q-quantile of `values` (0 <= q <= 1), linear between the nearest ranks. Requires values.
+double quantile_of(std::vector<double> values, double q);
 
 /// Fills every row's reductions against the row of `baseline` (a label) with the same case and EP
 /// degree. A reduction stays empty when that baseline row is absent, not served or its median excess

@@ -40,8 +40,10 @@ const std::vector<Column>& columns() {
       {"forward_us", [](const LayerMetrics& m) { return fmt(m.forward_us); }},
       {"backward_us", [](const LayerMetrics& m) { return fmt(m.backward_us); }},
       {"layer_time_us", [](const LayerMetrics& m) { return fmt(m.layer_time_us); }},
-      {"balanced_layer_time_us", [](const LayerMetrics& m) { return fmt(m.balanced_layer_time_us); }},
-      {"exposed_overhead_us", [](const LayerMetrics& m) { return fmt(m.exposed_overhead_us); }},
+      {"bound_layer_time_us", [](const LayerMetrics& m) { return fmt(m.bound_layer_time_us); }},
+      {"gap_to_bound_us", [](const LayerMetrics& m) { return fmt(m.gap_to_bound_us); }},
+      {"bound_term", [](const LayerMetrics& m) { return std::string(m.bound_term); }},
+      {"warmup", [](const LayerMetrics& m) { return fmt_int(m.warmup ? 1 : 0); }},
       {"bound_global_mean", [](const LayerMetrics& m) { return fmt(m.bound_global_mean); }},
       {"bound_nvlink_domain", [](const LayerMetrics& m) { return fmt(m.bound_nvlink_domain); }},
       {"bound_unsplit_expert", [](const LayerMetrics& m) { return fmt(m.bound_unsplit_expert); }},
@@ -59,6 +61,14 @@ const std::vector<Column>& columns() {
       {"nic_out_util_max", [](const LayerMetrics& m) { return fmt(m.nic_out_util_max); }},
       {"copy_engine_util_mean", [](const LayerMetrics& m) { return fmt(m.copy_engine_util_mean); }},
       {"copy_engine_util_max", [](const LayerMetrics& m) { return fmt(m.copy_engine_util_max); }},
+      {"crit_gpu", [](const LayerMetrics& m) { return fmt_int(m.crit_gpu); }},
+      {"crit_bound", [](const LayerMetrics& m) { return std::string(m.crit_bound); }},
+      {"crit_sm_share", [](const LayerMetrics& m) { return fmt(m.crit_sm_share); }},
+      {"crit_copy_engine_share", [](const LayerMetrics& m) { return fmt(m.crit_copy_engine_share); }},
+      {"crit_nvlink_share", [](const LayerMetrics& m) { return fmt(m.crit_nvlink_share); }},
+      {"crit_nic_share", [](const LayerMetrics& m) { return fmt(m.crit_nic_share); }},
+      {"crit_host_share", [](const LayerMetrics& m) { return fmt(m.crit_host_share); }},
+      {"crit_wait_share", [](const LayerMetrics& m) { return fmt(m.crit_wait_share); }},
   };
   return cols;
 }

@@ -1,5 +1,7 @@
-// The table `epsim run` prints: for the headline metrics, their median, mean, min and max over the
-// replayed (micro-batch, layer) records, and which GPUs straggle most often.
+// The table `epsim run` prints: for the headline metrics, their mean, p50, p95, min and max over the
+// replayed (micro-batch, layer) records in the balancer's steady state, the same apart for its warm-up
+// records (n/a where the trace is too short to leave warm-up), where the critical path spends its
+// time, and which GPUs straggle most often.
 #pragma once
 
 #include <ostream>

@@ -16,7 +16,7 @@ namespace epsim {
 namespace {
 
 const char* const kFormat = "epsim-sweep-point";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: the oracle's bound and the critical path; warm-up records left out
 
 struct Metric {
   const char* name;
@@ -34,8 +34,8 @@ const std::vector<Metric>& metrics() {
       {"forward_us", [](const LayerMetrics& m) { return m.forward_us; }},
       {"backward_us", [](const LayerMetrics& m) { return m.backward_us; }},
       {"layer_time_us", [](const LayerMetrics& m) { return m.layer_time_us; }},
-      {"balanced_layer_time_us", [](const LayerMetrics& m) { return m.balanced_layer_time_us; }},
-      {"exposed_overhead_us", [](const LayerMetrics& m) { return m.exposed_overhead_us; }},
+      {"bound_layer_time_us", [](const LayerMetrics& m) { return m.bound_layer_time_us; }},
+      {"gap_to_bound_us", [](const LayerMetrics& m) { return m.gap_to_bound_us; }},
       {"bound_nvlink_domain", [](const LayerMetrics& m) { return m.bound_nvlink_domain; }},
       {"bound_unsplit_expert", [](const LayerMetrics& m) { return m.bound_unsplit_expert; }},
       {"ep_token_bytes", [](const LayerMetrics& m) { return m.ep_token_bytes; }},
@@ -47,6 +47,13 @@ const std::vector<Metric>& metrics() {
       {"nvlink_out_util_max", [](const LayerMetrics& m) { return m.nvlink_out_util_max; }},
       {"nic_out_util_max", [](const LayerMetrics& m) { return m.nic_out_util_max; }},
       {"copy_engine_util_max", [](const LayerMetrics& m) { return m.copy_engine_util_max; }},
+      // The critical path's shares, in PathResource order (results_tables names the largest).
+      {"crit_sm_share", [](const LayerMetrics& m) { return m.crit_sm_share; }},
+      {"crit_copy_engine_share", [](const LayerMetrics& m) { return m.crit_copy_engine_share; }},
+      {"crit_nvlink_share", [](const LayerMetrics& m) { return m.crit_nvlink_share; }},
+      {"crit_nic_share", [](const LayerMetrics& m) { return m.crit_nic_share; }},
+      {"crit_host_share", [](const LayerMetrics& m) { return m.crit_host_share; }},
+      {"crit_wait_share", [](const LayerMetrics& m) { return m.crit_wait_share; }},
   };
   return list;
 }
@@ -109,14 +116,23 @@ PointResult run_point(const SweepPoint& point, const std::string& trace_path) {
     out.label = point.labels[b];
     out.name = x.balancer.name;
     std::vector<std::vector<double>> values(metrics().size());
+    std::size_t warmup = 0;
     try {
+      // Statistics are over the balancer's steady state; its warm-up records are only counted.
       out.records = replay(x, [&](const LayerOutcome& o) {
+        if (o.metrics.warmup) {
+          ++warmup;
+          return;
+        }
         for (std::size_t i = 0; i < metrics().size(); ++i) values[i].push_back(metrics()[i].get(o.metrics));
       });
     } catch (const BalancerCannotServe& e) {
       out.not_served = e.what();
       out.records = 0;
     }
+    if (out.not_served.empty() && values.front().empty() && warmup > 0)
+      out.not_served = "n/a: all " + std::to_string(warmup) +
+                       " records are the balancer's warm-up (the trace is too short for its history)";
     if (out.not_served.empty()) {
       if (values.front().empty()) throw InputError(trace_path, "", "the trace has no records to replay");
       for (std::vector<double>& v : values) out.metrics.push_back(summarise(std::move(v)));

@@ -45,6 +45,16 @@ std::string value_of(const SweepLock::Point& p, const std::string& column) {
   return "";
 }
 
+/// The resource holding the critical path longest, on average over the point's records: the largest of
+/// the six crit_*_share means, which sit in PathResource order from `first`.
+std::string critical_resource(const BalancerOutcome& o, std::size_t first) {
+  static const char* const names[] = {"SM", "Copy Engine", "NVLink", "NIC", "host", "waiting"};
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < 6; ++k)
+    if (o.metrics[first + k][0] > o.metrics[first + best][0]) best = k;
+  return fixed("%.0f", 100.0 * o.metrics[first + best][0]) + "% " + names[best];
+}
+
 const BalancerOutcome* find(const PointResult& r, const std::string& label) {
   for (const BalancerOutcome& o : r.balancers)
     if (o.label == label) return &o;
@@ -99,11 +109,11 @@ std::string summary(const SweepLock& lock, const std::map<std::string, PointResu
   std::vector<Col> cols = {{"point", true}};
   for (const std::string& c : lock.columns) cols.push_back({c, false});
   for (const char* h : {"balancer", "token max/mean", "p95", "GEMM max/mean", "p95", "layer time us", "p95",
-                        "exposed us", "vs base"})
+                        "gap to bound us", "critical path", "vs base"})
     cols.push_back({h, std::string(h) != "balancer"});
   cols.push_back({"not served", false});
   const std::size_t token = metric_index("token_straggler_ratio"), gemm = metric_index("gemm_straggler_ratio"),
-                    exposed = metric_index("exposed_overhead_us");
+                    gap = metric_index("gap_to_bound_us"), crit = metric_index("crit_sm_share");
   std::vector<std::vector<std::string>> rows;
   bool any_unserved = false;
   for (std::size_t i = 0; i < lock.points.size(); ++i) {
@@ -121,11 +131,12 @@ std::string summary(const SweepLock& lock, const std::map<std::string, PointResu
         row.push_back(fixed("%.3f", o.metrics[gemm][2]));
         row.push_back(fixed("%.1f", o.metrics[layer][0]));
         row.push_back(fixed("%.1f", o.metrics[layer][2]));
-        row.push_back(fixed("%.1f", o.metrics[exposed][0]));
+        row.push_back(fixed("%.1f", o.metrics[gap][0]));
+        row.push_back(critical_resource(o, crit));
         row.push_back(fixed("%.3f", vs_baseline(o, base, layer)));
         row.push_back("");
       } else {
-        for (int k = 0; k < 8; ++k) row.push_back("n/a");
+        for (int k = 0; k < 9; ++k) row.push_back("n/a");
         row.push_back(md_text(o.not_served));
         any_unserved = true;
       }

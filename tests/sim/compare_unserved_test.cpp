@@ -36,8 +36,8 @@ TEST_CASE("comparison table: a row not served has only its key, n/a and its reas
   CHECK_FALSE(rows[1].token_excess_reduction);
   const auto csv = lines_of(comparison_csv(rows));
   REQUIRE(csv.size() == 3);
-  // Key columns, 17 empty measurements, then the reason quoted (it holds a comma and quotes).
-  CHECK(csv[2] == "c,8,eplb,deepseek_eplb" + std::string(18, ',') + ",\"needs x, got \"\"y\"\", z\"");
+  // Key columns, 23 empty measurements, then the reason quoted (it holds a comma and quotes).
+  CHECK(csv[2] == "c,8,eplb,deepseek_eplb" + std::string(23, ',') + ",\"needs x, got \"\"y\"\", z\"");
   const auto md = lines_of(comparison_markdown(rows));
   REQUIRE(md.size() == 4);
   CHECK(md[0].find("| not served") != std::string::npos);
@@ -73,7 +73,7 @@ TEST_CASE("epsim compare: deepseek_eplb at EP 4 on 8-GPU nodes runs; one that ca
              "    label: eplb-groups3\n"
              "    params: {num_groups: 3}\n"
              "output: out\n"
-             "max_records: 2\n");
+             "max_records: 8\n");
   const CliResult r = run_epsim("compare cmp.yaml --quiet", dir);
   INFO(r.err);
   // Before: "internal error" (exit 3) at the first deepseek_eplb row, EP 4 on 8-GPU nodes.
@@ -84,11 +84,12 @@ TEST_CASE("epsim compare: deepseek_eplb at EP 4 on 8-GPU nodes runs; one that ca
   CHECK(r.err.find(reason) != std::string::npos);
   const auto csv = lines_of(read_file(dir / "out/comparison.csv"));
   REQUIRE(csv.size() == 7);  // header + 2 EP degrees x 3 balancers
-  CHECK(csv[1].rfind("sample,4,static_ep,static_ep,2,", 0) == 0);
-  CHECK(csv[2].rfind("sample,4,deepseek_eplb,deepseek_eplb,2,", 0) == 0);
+  CHECK(csv[1].rfind("sample,4,static_ep,static_ep,8,0,", 0) == 0);
+  // The trace has 4 MoE layers per step: with a one-record window each layer's first record is warm-up.
+  CHECK(csv[2].rfind("sample,4,deepseek_eplb,deepseek_eplb,4,4,", 0) == 0);
   CHECK(csv[3].rfind("sample,4,eplb-groups3,deepseek_eplb,,", 0) == 0);
   CHECK(csv[3].find(reason) != std::string::npos);
-  CHECK(csv[5].rfind("sample,8,deepseek_eplb,deepseek_eplb,2,", 0) == 0);
+  CHECK(csv[5].rfind("sample,8,deepseek_eplb,deepseek_eplb,4,4,", 0) == 0);
   CHECK(csv[6].rfind("sample,8,eplb-groups3,deepseek_eplb,,", 0) == 0);
   const std::string md = read_file(dir / "out/comparison.md");
   CHECK(md.find("not served") != std::string::npos);

@@ -18,7 +18,7 @@ using epsim::ComparisonKey;
 using epsim::ComparisonRow;
 using epsim::LayerMetrics;
 
-LayerMetrics record(double token_excess, double gemm_excess, double layer_us, double exposed_us) {
+LayerMetrics record(double token_excess, double gemm_excess, double layer_us, double gap_us) {
   LayerMetrics m;
   m.token_excess = token_excess;
   m.token_straggler_ratio = 1 + token_excess;
@@ -26,7 +26,8 @@ LayerMetrics record(double token_excess, double gemm_excess, double layer_us, do
   m.gemm_excess = gemm_excess;
   m.gemm_straggler_ratio = 1 + gemm_excess;
   m.layer_time_us = layer_us;
-  m.exposed_overhead_us = exposed_us;
+  m.gap_to_bound_us = gap_us;
+  m.bound_layer_time_us = layer_us - gap_us;
   return m;
 }
 
@@ -79,7 +80,11 @@ TEST_CASE("comparison rows: medians, means and reductions against the baseline")
   CHECK(b.gemm_excess_median == doctest::Approx(0.25));
   CHECK(b.gemm_straggler_ratio_median == doctest::Approx(1.25));
   CHECK(b.layer_time_us_median == doctest::Approx(200));
-  CHECK(b.exposed_overhead_us_median == doctest::Approx(20));
+  CHECK(b.gap_to_bound_us_median == doctest::Approx(20));
+  CHECK(b.bound_layer_time_us_median == doctest::Approx(180));  // 90, 270, 180
+  CHECK(b.layer_time_us_mean == doctest::Approx(200));
+  CHECK(b.layer_time_us_p95 == doctest::Approx(290));  // 200 + 0.9 x (300 - 200)
+  CHECK(b.crit_bound == "waiting");                    // the metrics' default
   CHECK(b.bound_nvlink_domain_median == doctest::Approx(1.10));
   CHECK(b.token_idle_fraction_median == doctest::Approx(1 - 1 / 1.2));
   CHECK(b.ep_token_bytes_mean == doctest::Approx(2e6));
@@ -92,7 +97,8 @@ TEST_CASE("comparison rows: medians, means and reductions against the baseline")
   CHECK(o.token_excess_median == doctest::Approx(0.035));  // (0.02 + 0.05) / 2
   CHECK(o.gemm_excess_median == doctest::Approx(0.10));    // (0.10 + 0.10) / 2
   CHECK(o.layer_time_us_median == doctest::Approx(165));
-  CHECK(o.exposed_overhead_us_median == doctest::Approx(2.5));
+  CHECK(o.gap_to_bound_us_median == doctest::Approx(2.5));
+  CHECK(o.layer_time_us_p95 == doctest::Approx(178.5));  // 170 + 0.85 x 10
   CHECK(o.weight_bytes_mean == doctest::Approx(1e6));
   CHECK(o.gradient_bytes_mean == doctest::Approx(5e5));
   CHECK(o.ce_token_bytes_mean == doctest::Approx(4e5));
@@ -106,6 +112,21 @@ TEST_CASE("comparison rows: medians, means and reductions against the baseline")
   REQUIRE(rows[1].token_excess_reduction.has_value());
   CHECK(*rows[1].token_excess_reduction == doctest::Approx(1 - 0.035 / 0.20));  // 0.825
   CHECK(*rows[1].gemm_excess_reduction == doctest::Approx(1 - 0.10 / 0.25));    // 0.6
+}
+
+TEST_CASE("comparison rows: warm-up records are counted apart, and a row of warm-up only is n/a") {
+  std::vector<LayerMetrics> records = {record(0.5, 0.5, 400, 40), record(0.5, 0.5, 400, 40), record(0.1, 0.1, 100, 5)};
+  records[0].warmup = records[1].warmup = true;
+  const ComparisonRow r = summarise(records, {"c", 8, "eplb", "deepseek_eplb"});
+  CHECK(r.records == 1);
+  CHECK(r.warmup_records == 2);
+  CHECK(r.layer_time_us_median == 100);
+  CHECK(r.token_excess_median == doctest::Approx(0.1));
+  records.pop_back();
+  const ComparisonRow none = summarise(records, {"c", 8, "eplb", "deepseek_eplb"});
+  CHECK(none.records == 0);
+  CHECK(none.warmup_records == 2);
+  CHECK(none.not_served.find("n/a: all 2 records are the balancer's warm-up") == 0);
 }
 
 TEST_CASE("comparison reductions: a balanced baseline or no baseline leaves them empty") {
@@ -130,7 +151,7 @@ TEST_CASE("comparison reductions: a balanced baseline or no baseline leaves them
   const std::string csv = epsim::comparison_csv(rows);
   CHECK(csv.find("nan") == std::string::npos);
   CHECK(csv.find("inf") == std::string::npos);
-  CHECK(csv.find("flat,16,mine,oracle,1,1.1,0.1,,") != std::string::npos);
+  CHECK(csv.find("flat,16,mine,oracle,1,0,1.1,0.1,,") != std::string::npos);
   const std::string md = epsim::comparison_markdown(rows);
   CHECK(md.find("nan") == std::string::npos);
   CHECK(md.find("n/a") != std::string::npos);
@@ -152,13 +173,22 @@ std::vector<ComparisonRow> format_rows() {
   a.gemm_excess_median = 0.5;
   a.gemm_excess_reduction = -0.0;
   a.layer_time_us_median = 1234.5;
-  a.exposed_overhead_us_median = 100.25;
+  a.layer_time_us_mean = 1250;
+  a.layer_time_us_p95 = 1400;
+  a.bound_layer_time_us_median = 1134.25;
+  a.gap_to_bound_us_median = 100.25;
+  a.crit_bound = "SM";
   a.bound_nvlink_domain_median = 1.125;
   a.ep_token_bytes_mean = 2.5e6;
   a.nvlink_out_util_max_mean = 0.4;
   ComparisonRow b;
-  b.key = {"glm5", 8, "perfect", "oracle"};
+  b.key = {"glm5", 8, "perfect", "ideal-balance"};
   b.records = 16;
+  b.warmup_records = 4;
+  b.layer_time_us_mean = 1000;
+  b.layer_time_us_p95 = 1000;
+  b.bound_layer_time_us_median = 1000;
+  b.crit_bound = "NVLink";
   b.token_straggler_ratio_median = 1;
   b.token_excess_reduction = 1.0;
   b.gemm_straggler_ratio_median = 1.1;
@@ -174,13 +204,17 @@ std::vector<ComparisonRow> format_rows() {
   b.copy_engine_util_max_mean = 0.125;
   b.nvlink_out_util_max_mean = 0.5;
   ComparisonRow c;
-  c.key = {"flat", 16, "mine", "oracle"};
+  c.key = {"flat", 16, "mine", "ideal-balance"};
   c.records = 4;
   c.token_straggler_ratio_median = 1;
   c.gemm_straggler_ratio_median = 1;
   c.token_excess_reduction = -0.00004;  // rounds to 0.0%, written without a sign
   c.layer_time_us_median = 500;
-  c.exposed_overhead_us_median = -0.01;
+  c.layer_time_us_mean = 500;
+  c.layer_time_us_p95 = 500;
+  c.bound_layer_time_us_median = 500.01;
+  c.gap_to_bound_us_median = -0.01;
+  c.crit_bound = "waiting";
   c.bound_nvlink_domain_median = 1;
   return {a, b, c};
 }
@@ -189,36 +223,40 @@ std::vector<ComparisonRow> format_rows() {
 
 TEST_CASE("comparison.csv: exact text") {
   const std::string expected =
-      "case,ep_degree,balancer,balancer_name,records,token_straggler_ratio_median,token_excess_median,"
-      "token_excess_reduction,token_idle_fraction_median,gemm_straggler_ratio_median,gemm_excess_median,"
-      "gemm_excess_reduction,layer_time_us_median,exposed_overhead_us_median,bound_nvlink_domain_median,"
+      "case,ep_degree,balancer,balancer_name,records,warmup_records,token_straggler_ratio_median,"
+      "token_excess_median,token_excess_reduction,token_idle_fraction_median,gemm_straggler_ratio_median,"
+      "gemm_excess_median,gemm_excess_reduction,layer_time_us_median,layer_time_us_mean,layer_time_us_p95,"
+      "bound_layer_time_us_median,gap_to_bound_us_median,crit_bound,bound_nvlink_domain_median,"
       "ep_token_bytes_mean,ce_token_bytes_mean,weight_bytes_mean,gradient_bytes_mean,planner_us_mean,"
       "copy_engine_util_max_mean,nvlink_out_util_max_mean,not_served\n"
-      "glm5,8,static_ep,static_ep,16,1.25,0.25,0,0.2,1.5,0.5,0,1234.5,100.25,1.125,2500000,0,0,0,0,0,0.4,\n"
-      "glm5,8,perfect,oracle,16,1,0,1,0,1.1,0.1,0.8,1000,0,1.125,2500000,100000,3000000,1500000,12.5,0.125,0.5,\n"
-      "flat,16,mine,oracle,4,1,0,-4e-05,0,1,0,,500,-0.01,1,0,0,0,0,0,0,0,\n";
+      "glm5,8,static_ep,static_ep,16,0,1.25,0.25,0,0.2,1.5,0.5,0,1234.5,1250,1400,1134.25,100.25,SM,1.125,"
+      "2500000,0,0,0,0,0,0.4,\n"
+      "glm5,8,perfect,ideal-balance,16,4,1,0,1,0,1.1,0.1,0.8,1000,1000,1000,1000,0,NVLink,1.125,2500000,100000,"
+      "3000000,1500000,12.5,0.125,0.5,\n"
+      "flat,16,mine,ideal-balance,4,0,1,0,-4e-05,0,1,0,,500,500,500,500.01,-0.01,waiting,1,0,0,0,0,0,0,0,\n";
   CHECK(epsim::comparison_csv(format_rows()) == expected);
-  CHECK(epsim::comparison_csv_columns().size() == 23);
+  CHECK(epsim::comparison_csv_columns().size() == 28);
   CHECK(epsim::comparison_csv({}) == expected.substr(0, expected.find('\n') + 1));
 }
 
 TEST_CASE("comparison.md table: exact text") {
+  // 1134.25 and 100.25 print as 1134.2 and 100.2 (round half to even); a gap of -0.01 as 0.0.
   const std::string expected =
-      "| case | EP | balancer  | token max/mean | token excess reduction | GEMM max/mean | GEMM excess reduction "
-      "| NVLink floor | layer time us | exposed us | EP token MB | CE token MB | weight+grad MB | CE util max "
-      "| NVLink util max |\n"
-      "| ---- | -: | --------- | -------------: | ---------------------: | ------------: | --------------------: "
-      "| -----------: | ------------: | ---------: | ----------: | ----------: | -------------: | ----------: "
-      "| --------------: |\n"
-      "| glm5 |  8 | static_ep |          1.250 |                   0.0% |         1.500 |                  0.0% "
-      "|        1.125 |        1234.5 |      100.2 |        2.50 |        0.00 |           0.00 |       0.000 "
-      "|           0.400 |\n"
-      "| glm5 |  8 | perfect   |          1.000 |                 100.0% |         1.100 |                 80.0% "
-      "|        1.125 |        1000.0 |        0.0 |        2.50 |        0.10 |           4.50 |       0.125 "
-      "|           0.500 |\n"
-      "| flat | 16 | mine      |          1.000 |                   0.0% |         1.000 |                   n/a "
-      "|        1.000 |         500.0 |        0.0 |        0.00 |        0.00 |           0.00 |       0.000 "
-      "|           0.000 |\n";
+      "| case | EP | balancer  | token max/mean | token excess reduction | GEMM max/mean |"
+      " GEMM excess reduction | NVLink floor | layer time us | layer p95 us | bound us | gap us |"
+      " critical path | EP token MB | CE token MB | weight+grad MB | CE util max | NVLink util max |\n"
+      "| ---- | -: | --------- | -------------: | ---------------------: | ------------: |"
+      " --------------------: | -----------: | ------------: | -----------: | -------: | -----: |"
+      " ------------- | ----------: | ----------: | -------------: | ----------: | --------------: |\n"
+      "| glm5 |  8 | static_ep |          1.250 |                   0.0% |         1.500 |"
+      "                  0.0% |        1.125 |        1234.5 |       1400.0 |   1134.2 |  100.2 |"
+      " SM            |        2.50 |        0.00 |           0.00 |       0.000 |           0.400 |\n"
+      "| glm5 |  8 | perfect   |          1.000 |                 100.0% |         1.100 |"
+      "                 80.0% |        1.125 |        1000.0 |       1000.0 |   1000.0 |    0.0 |"
+      " NVLink        |        2.50 |        0.10 |           4.50 |       0.125 |           0.500 |\n"
+      "| flat | 16 | mine      |          1.000 |                   0.0% |         1.000 |"
+      "                   n/a |        1.000 |         500.0 |        500.0 |    500.0 |    0.0 |"
+      " waiting       |        0.00 |        0.00 |           0.00 |       0.000 |           0.000 |\n";
   CHECK(epsim::comparison_markdown(format_rows()) == expected);
 }
 

@@ -1,7 +1,7 @@
 // The critical path walk on timelines small enough to trace by hand.
 #include <doctest/doctest.h>
 
-#include "sim/report/critical_path.hpp"
+#include "sim/replay/critical_path.hpp"
 
 using namespace epsim;
 

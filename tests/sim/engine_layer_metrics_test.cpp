@@ -29,7 +29,8 @@ TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time min
   in.home_gpu = &home;
   in.plan = &plan;
   in.result = &result;
-  in.balanced = &result;
+  const LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
+  in.bound = &bound;
   const LayerMetrics m = compute_layer_metrics(in);
   // max 300 us, mean 250 us: 50 us absolute, 1.2 as a ratio.
   CHECK(m.gemm_max_us == doctest::Approx(300));
@@ -42,4 +43,16 @@ TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time min
   REQUIRE(at != names.end());
   CHECK(*(at - 1) == "gemm_straggler_ratio");
   CHECK(layer_metric_values(m)[static_cast<std::size_t>(at - names.begin())] == "50");
+  // The oracle: 250 rows at 2 us over 2 GPUs, every expert fits everywhere: 250 us, set by compute;
+  // the layer is above it by its imbalance and its exchange.
+  CHECK(m.bound_layer_time_us == doctest::Approx(250));
+  CHECK(std::string(m.bound_term) == "compute");
+  CHECK(m.gap_to_bound_us == doctest::Approx(m.layer_time_us - 250));
+  CHECK(m.gap_to_bound_us > 50);
+  // Its critical path ends on GPU 1, whose 300 us GEMM holds it longest.
+  CHECK(std::string(m.crit_bound) == "SM");
+  CHECK(m.crit_sm_share >= 300 / m.layer_time_us - 1e-9);
+  CHECK(m.crit_sm_share + m.crit_copy_engine_share + m.crit_nvlink_share + m.crit_nic_share + m.crit_host_share +
+            m.crit_wait_share ==
+        doctest::Approx(1));
 }

@@ -291,6 +291,8 @@ TEST_CASE("a shadowed expert with a star collective: weights out, local compute,
     } else {
       ++gradients;
       CHECK(t.pass == PassKind::backward);
+      // v1 reduces each shadow's gradients right after its backward, on a stream of its own.
+      CHECK(t.start == TransferStart::after_wgrad);
       CHECK(t.src_gpu == inst.gpu);
       CHECK(t.dst_gpu == 0);
     }
@@ -301,13 +303,17 @@ TEST_CASE("a shadowed expert with a star collective: weights out, local compute,
   // GPU 0 homes experts 0 and 1 (12 tokens) and keeps its own 40 of expert 0; the others home two
   // experts of 12.
   CHECK(plan.tokens_per_gpu() == std::vector<std::int64_t>{12 + 40, 24 + 20, 24 + 30, 24 + 10});
-  // The shadow group runs last on every GPU.
+  // The shadow group runs last on every GPU in the forward and first in the backward, as v1 runs them;
+  // the exchanged experts' groups keep the default backward.
   for (int g = 0; g < 4; ++g) {
     REQUIRE(plan.gemm_order[g].size() == 3);
     const GemmGroup& last = plan.gemm_order[g].back();
     REQUIRE(last.instances.size() == 1);
     CHECK(plan.instances[last.instances[0]].expert == 0);
     CHECK(plan.instances[last.instances[0]].gpu == g);
+    CHECK(last.backward_first);
+    CHECK_FALSE(plan.gemm_order[g][0].backward_first);
+    CHECK_FALSE(plan.gemm_order[g][1].backward_first);
   }
   // GPU 0: C_0 {expert 1 from ranks 0, 1}, C_1 {expert 1 from ranks 2, 3}, then its own tokens of
   // expert 0 on the home instance.
@@ -497,6 +503,9 @@ TEST_CASE("per-expert launches: one GEMM group per instance, in v1's order") {
     for (const GemmGroup& group : grouped.gemm_order[g]) flat.insert(flat.end(), group.instances.begin(), group.instances.end());
     REQUIRE(per_expert.gemm_order[g].size() == flat.size());
     for (std::size_t k = 0; k < flat.size(); ++k) CHECK(per_expert.gemm_order[g][k].instances == std::vector<int>{flat[k]});
+    // Each shadow launch (expert 0, the only one shadowed) runs its backward first; no other does.
+    for (const GemmGroup& group : per_expert.gemm_order[g])
+      CHECK(group.backward_first == (per_expert.instances[group.instances[0]].expert == 0));
   }
   // GPU 1 homes experts 2 and 3: C_0 {2, 3} (ranks 0, 1), C_1 {2, 3} (ranks 2, 3), the shadow of 0:
   // five launches instead of three groups.

@@ -294,3 +294,20 @@ TEST_CASE("laer_moe: parameters through ConfigMap") {
   ConfigMap bad_params(bad, "test.yaml", "balancer.params");
   CHECK_THROWS(make_laer_moe(bad_params));
 }
+
+TEST_CASE("laer_moe: warm-up until a layout planned from a full window is in use") {
+  const ModelSpec model = test::simple_model(4);
+  const HardwareSpec hw = test::simple_hardware(2, 2);
+  const BalancerContext ctx = context_for(model, hw);
+  LaerMoe b = laer(/*capacity=*/2, /*window=*/2, /*period=*/1);
+  const TraceRecord rec = record_of({{100, 1, 1, 1}, {100, 1, 1, 1}, {100, 1, 1, 1}, {100, 1, 1, 1}});
+  // Record 0: static placement; record 1: a layout from one record of history; record 2 on: from two.
+  const bool expected[] = {false, false, true, true};
+  for (bool steady : expected) {
+    b.plan(rec, ctx);
+    CHECK(b.last_plan_steady() == steady);
+  }
+  // Another layer starts its own warm-up.
+  b.plan(record_of({{100, 1, 1, 1}, {100, 1, 1, 1}, {100, 1, 1, 1}, {100, 1, 1, 1}}, 1), ctx);
+  CHECK_FALSE(b.last_plan_steady());
+}

@@ -13,6 +13,7 @@
 #include "sim/balancers/static_ep.hpp"
 #include "sim/balancers/ultraep.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/replay/simulate_layer.hpp"
 #include "tests/sim/plan_checks.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
@@ -80,13 +81,16 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
     CHECK(replicas[g] <= slots);
     CHECK(plan.gemm_order[g].size() == 1u);
   }
-  CHECK(plan.transfers.size() == 2 * (plan.instances.size() - experts));
+  CHECK(plan.transfers.size() == 3 * (plan.instances.size() - experts));
+  std::vector<int> restores(plan.instances.size(), 0), syncs(plan.instances.size(), 0);
   for (const Transfer& t : plan.transfers) {
     const ExpertInstance& inst = plan.instances[t.instance];
     const int home = home_gpu(inst.expert, experts, n, ctx.placement);
     CHECK(t.carrier == Carrier::ep_backend);
     if (t.kind == TransferKind::weights) {
-      CHECK((t.pass == PassKind::forward && t.start == TransferStart::before_dispatch));
+      // weight_sync before the dispatch, and again before the expert backward (the restore).
+      CHECK(t.start == TransferStart::before_dispatch);
+      ++(t.pass == PassKind::forward ? syncs : restores)[t.instance];
       CHECK((t.src_gpu == home && t.dst_gpu == inst.gpu));
       CHECK(t.bytes == 1'000'000);
     } else {
@@ -94,6 +98,10 @@ void check_invariants(const Plan& plan, const TraceRecord& rec, const BalancerCo
       CHECK((t.src_gpu == inst.gpu && t.dst_gpu == home));
       CHECK(t.bytes == 4'000'000);
     }
+  }
+  for (std::size_t i = experts; i < plan.instances.size(); ++i) {
+    CHECK(syncs[i] == 1);
+    CHECK(restores[i] == 1);
   }
   CHECK(plan.planner.site == PlannerSite::gpu);
   CHECK(plan.planner.start == PlannerStart::before_dispatch);
@@ -421,4 +429,29 @@ TEST_CASE("UltraEP reads its parameters strictly") {
   ConfigMap unknown = params_of("{spare_slot_per_gpu: 1}");
   make_ultraep(unknown);
   CHECK_THROWS_AS(unknown.finish(), InputError);
+}
+
+TEST_CASE("UltraEP restores its copies' weights before the expert backward: one more weight_sync per layer") {
+  const ModelSpec model = test::simple_model(8);
+  const HardwareSpec hw = test::simple_hardware(1, 4);
+  const TraceRecord rec = record_of(kHotRows);
+  const Plan plan = UltraEp(exact_params()).plan(rec, context_for(model, hw));
+  // Three copies of expert 0 (GPUs 1, 2, 3; see the quota search above), 1e6 weight bytes each, moved
+  // before the dispatch and again before the gradient dispatch.
+  REQUIRE(plan.instances.size() == 11u);
+  // Each rank's tokens (its row sums) feed the layer; the model has no shared expert.
+  const LayerResult fwd = simulate_layer(hw, model, plan, {31, 24, 23, 18}, false);
+  const LayerResult both = simulate_layer(hw, model, plan, {31, 24, 23, 18}, true);
+  CHECK(fwd.weight_bytes == doctest::Approx(3e6));
+  CHECK(both.weight_bytes == doctest::Approx(6e6));
+  // The backward's weights sync is the first thing on every GPU's communication stream: GPU 0 sends
+  // 1e6 bytes to each copy over its one NVLink port, 30 us + 1 us, and the gradient dispatch follows.
+  Time_ps sync_end = -1, grad_dispatch_start = -1;
+  for (const TimelineEvent& e : both.timeline.events) {
+    if (e.gpu != 0 || e.track != Track::comm_kernel || e.pass != Pass::backward) continue;
+    if (e.name == "weights sync") sync_end = e.end_ps;
+    if (e.name == "grad dispatch") grad_dispatch_start = e.start_ps;
+  }
+  CHECK(sync_end == both.forward_ps + us_to_ps(31));
+  CHECK(grad_dispatch_start == sync_end);
 }

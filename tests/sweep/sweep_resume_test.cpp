@@ -89,7 +89,7 @@ TEST_CASE("sweep: 1 and 2 threads give byte-identical folders") {
   CHECK(one == folder_files(dir / "two"));
   // One row per point, balancer and metric, after the header.
   const std::string csv = table(dir / "one", "results.csv");
-  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * 2 * 22);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * 2 * 28);
 }
 
 TEST_CASE("sweep: shards in their own folders joined, or in one folder, equal the whole") {
