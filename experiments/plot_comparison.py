@@ -5,11 +5,14 @@ One column of panels per (case, EP degree), in the order of the CSV:
   top row:    token and GEMM straggler ratio (max/mean, medians over records) per balancer, with
               1.0 (perfect balance) and the NVLink-domain floor as horizontal lines; the token excess
               reduction against the baseline is written above each token bar;
-  bottom row: layer time and exposed overhead (medians, us) per balancer.
+  bottom row: layer time and its gap to the oracle's bound (medians, us) per balancer, with the
+              bound (no balancer can go below it) as a horizontal line.
 
 Usage: python3 experiments/plot_comparison.py OUT/comparison.csv [-o OUT/comparison.png]
-Needs matplotlib (Debian: python3-matplotlib). The output depends only on the CSV: fixed figure size
-and resolution, no timestamp or software version in the PNG's metadata.
+Needs matplotlib (Debian: apt-get install python3-matplotlib); without it the script says so and
+exits with status 2. Errors in the table come as one line naming the file, exit status 2. The output
+depends only on the CSV: fixed figure size and resolution, no timestamp or software version in the
+PNG's metadata.
 """
 
 import argparse
@@ -17,35 +20,43 @@ import csv
 import os
 import sys
 
-import matplotlib
+INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+REQUIRED = [
+    "case", "ep_degree", "balancer", "token_straggler_ratio_median", "gemm_straggler_ratio_median",
+    "token_excess_reduction", "bound_nvlink_domain_median", "layer_time_us_median",
+    "bound_layer_time_us_median", "gap_to_bound_us_median",
+]
+
+
+class TableError(Exception):
+    pass
 
 TOKEN_COLOR = "#4c72b0"
 GEMM_COLOR = "#dd8452"
 LAYER_COLOR = "#55a868"
-EXPOSED_COLOR = "#c44e52"
+GAP_COLOR = "#c44e52"
+BOUND_COLOR = "#333333"
 FLOOR_COLOR = "#8172b3"
 
 
 def read_rows(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    required = {
-        "case", "ep_degree", "balancer", "token_straggler_ratio_median", "gemm_straggler_ratio_median",
-        "token_excess_reduction", "bound_nvlink_domain_median", "layer_time_us_median",
-        "exposed_overhead_us_median",
-    }
+    """The served rows of a comparison.csv; TableError names the file and what is wrong."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise TableError(f"{path}: cannot read: {e.strerror}")
     if not rows:
-        sys.exit(f"{path}: no rows")
-    missing = required - set(rows[0])
-    if missing:
-        sys.exit(f"{path}: not a comparison.csv (missing columns: {', '.join(sorted(missing))})")
-    # A balancer that could not serve a case has empty metric cells and its reason in not_served.
+        raise TableError(f"{path}: no rows")
+    for column in REQUIRED:
+        if column not in rows[0]:
+            raise TableError(f"{path}: no column '{column}' (not a comparison.csv of epsim compare)")
+    # A balancer that could not serve a case, or whose records were all warm-up, has empty metric
+    # cells and its reason in not_served.
     served = [r for r in rows if not r.get("not_served")]
     if not served:
-        sys.exit(f"{path}: no row was served (see the not_served column)")
+        raise TableError(f"{path}: no row was served (see the not_served column)")
     return served
 
 
@@ -57,7 +68,7 @@ def panels(rows):
     return out
 
 
-def draw(rows, png):
+def draw(plt, rows, png):
     groups = panels(rows)
     # A grid: two rows (ratios, times) per case, one column per EP degree.
     cases = list(dict.fromkeys(case for case, _ in groups))
@@ -99,9 +110,12 @@ def draw(rows, png):
 
         bottom = axes[base + 1][col]
         layer = [float(r["layer_time_us_median"]) for r in group]
-        exposed = [float(r["exposed_overhead_us_median"]) for r in group]
+        gap = [float(r["gap_to_bound_us_median"]) for r in group]
+        # The bound depends only on the work and the hardware: the same for every balancer of a panel.
+        bound = float(group[0]["bound_layer_time_us_median"])
         bottom.bar([x - bar / 2 for x in xs], layer, bar, color=LAYER_COLOR, label="layer time")
-        bottom.bar([x + bar / 2 for x in xs], exposed, bar, color=EXPOSED_COLOR, label="exposed overhead")
+        bottom.bar([x + bar / 2 for x in xs], gap, bar, color=GAP_COLOR, label="gap to the oracle's bound")
+        bottom.axhline(bound, color=BOUND_COLOR, linestyle="--", linewidth=1.0, label="oracle's bound")
         bottom.axhline(0.0, color="black", linewidth=0.8)
         bottom.set_xticks(xs)
         bottom.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
@@ -117,13 +131,31 @@ def draw(rows, png):
     plt.close(fig)
 
 
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"plot_comparison.py: {INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)
+        sys.exit(2)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.family": "DejaVu Sans"})
+    return plt
+
+
 def main():
     parser = argparse.ArgumentParser(description="Draw comparison.png from epsim compare's comparison.csv.")
     parser.add_argument("csv", help="comparison.csv written by `epsim compare`")
     parser.add_argument("-o", "--output", help="PNG to write (default: comparison.png beside the CSV)")
     args = parser.parse_args()
     png = args.output or os.path.join(os.path.dirname(args.csv), "comparison.png")
-    draw(read_rows(args.csv), png)
+    try:
+        rows = read_rows(args.csv)
+    except TableError as e:
+        print(f"plot_comparison.py: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    draw(import_pyplot(), rows, png)
     print(f"wrote {png}")
 
 
