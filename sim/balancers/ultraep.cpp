@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "sim/balancers/placement.hpp"
 
@@ -12,12 +15,25 @@ namespace epsim {
 
 namespace {
 
-/// One domain's loads, in domain-local GPU indices.
+// plan() runs on the critical path of every layer (UltraEP's kernel takes about 70 us at EP 64), so
+// it is written to cost little more than writing the Plan itself: no allocation inside the search's
+// loops (the oracle's state lives in Domain and is reset per cap), flat arrays indexed by expert
+// instead of a vector per expert, the counts read once in memory order, and every output vector
+// reserved at its exact size, so that a large routes vector is never copied while it grows.
+
+/// One domain's loads, in domain-local GPU indices, and the oracle's state for the cap it tries.
 struct Domain {
   int first = 0;
-  std::vector<std::int64_t> rank_load;     ///< L_r from master experts only
-  std::vector<std::vector<int>> masters;   ///< per rank, its master experts by descending load (ties: lower id)
-  std::vector<int> sources;                ///< ranks by descending load (ties: lower index)
+  std::vector<std::int64_t> rank_load;  ///< L_r from master experts only
+  /// Master experts rank by rank, each rank's by descending load (ties: lower id): rank r's are
+  /// masters[masters_begin[r] .. masters_begin[r + 1]).
+  std::vector<int> masters;
+  std::vector<int> masters_begin;
+  std::vector<int> sources;  ///< ranks by descending load (ties: lower index)
+  // The oracle's state, sized once and reset for every cap.
+  std::vector<std::int64_t> slack;
+  std::vector<int> slots_used;
+  std::vector<char> has_copy;  ///< whether the expert being exported already has a copy on the rank
 };
 
 /// Whether the domain's total slack under cap T covers its total excess (the kernel's coarse test).
@@ -34,26 +50,28 @@ bool capacity_feasible(std::int64_t cap, const Domain& d) {
 /// The oracle for cap T; fills `moves` (global GPU ids) and returns true when every rank fits under
 /// T. The floor a copy's quota must reach is ceil(need / feasible targets) with `dynamic_floor` (the
 /// fast path), else min_tokens_per_replica.
-bool quotas_for(std::int64_t cap, const Domain& d, const std::vector<std::int64_t>& expert_load,
-                const UltraEpParams& p, bool dynamic_floor, std::vector<UltraEpMove>& moves) {
+bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& expert_load, const UltraEpParams& p,
+                bool dynamic_floor, std::vector<UltraEpMove>& moves) {
   const int g_count = static_cast<int>(d.rank_load.size());
   moves.clear();
   if (!capacity_feasible(cap, d)) return false;
-  std::vector<std::int64_t> slack(g_count);
-  for (int r = 0; r < g_count; ++r) slack[r] = std::max<std::int64_t>(cap - d.rank_load[r], 0);
-  std::vector<int> slots_used(g_count, 0);
-  std::vector<std::vector<int>> holds(g_count);  // copies placed on each rank (its masters are at home)
-  auto holds_copy = [&](int t, int e) { return std::find(holds[t].begin(), holds[t].end(), e) != holds[t].end(); };
+  for (int r = 0; r < g_count; ++r) {
+    d.slack[r] = std::max<std::int64_t>(cap - d.rank_load[r], 0);
+    d.slots_used[r] = 0;
+    d.has_copy[r] = 0;
+  }
   for (int src : d.sources) {
     std::int64_t need = d.rank_load[src] - cap;
     if (need <= 0) continue;
-    for (int e : d.masters[src]) {
+    for (int m = d.masters_begin[src]; m < d.masters_begin[src + 1]; ++m) {
+      const int e = d.masters[m];
       const std::int64_t keep = !p.allow_zero_master_quota && expert_load[e] > 0 ? 1 : 0;
       std::int64_t available = expert_load[e] - keep;
+      const std::size_t first_move = moves.size();
       while (need > 0 && available > 0) {
         // A source's own rank has no slack (it is above T), and neither has a master's home when its
         // expert is exported: a copy never lands beside its master.
-        auto open = [&](int t) { return slack[t] > 0 && slots_used[t] < p.spare_slots_per_gpu && !holds_copy(t, e); };
+        auto open = [&](int t) { return d.slack[t] > 0 && d.slots_used[t] < p.spare_slots_per_gpu && !d.has_copy[t]; };
         std::int64_t floor_q = p.min_tokens_per_replica;
         if (dynamic_floor) {
           std::int64_t feasible = 0;
@@ -63,18 +81,21 @@ bool quotas_for(std::int64_t cap, const Domain& d, const std::vector<std::int64_
         }
         int target = -1;
         for (int t = 0; t < g_count; ++t) {
-          if (!open(t) || std::min({need, slack[t], available}) < floor_q) continue;
-          if (target < 0 || slack[t] > slack[target]) target = t;  // largest slack, ties: lower index
+          if (!open(t) || std::min({need, d.slack[t], available}) < floor_q) continue;
+          if (target < 0 || d.slack[t] > d.slack[target]) target = t;  // largest slack, ties: lower index
         }
         if (target < 0) break;
-        const std::int64_t q = std::min({need, slack[target], available});
+        const std::int64_t q = std::min({need, d.slack[target], available});
         moves.push_back({e, d.first + target, q});
-        slack[target] -= q;
-        ++slots_used[target];
-        holds[target].push_back(e);
+        d.slack[target] -= q;
+        ++d.slots_used[target];
+        d.has_copy[target] = 1;
         available -= q;
         need -= q;
       }
+      // An expert is exported from its home rank only, once per cap, so the copies marked are this
+      // expert's alone: unmark them for the next one.
+      for (std::size_t k = first_move; k < moves.size(); ++k) d.has_copy[moves[k].gpu - d.first] = 0;
       if (need == 0) break;
     }
     if (need > 0) return false;
@@ -82,20 +103,28 @@ bool quotas_for(std::int64_t cap, const Domain& d, const std::vector<std::int64_
   return true;
 }
 
-/// Tokens of expert e from each source rank to each of its instances: out[s * k + i]. `gpus` lists
-/// the instances' GPUs in the kernel's order (the master, then the copies as the oracle made them).
-/// Locality first (each instance's host keeps its own tokens up to the quota), then every source
-/// splits what is left over the other instances in proportion to their remaining quotas, largest
-/// remainder first (ties: lower host GPU, then lower instance). Without locality every source splits
-/// all its tokens in proportion to the quotas (ties: lower instance).
-std::vector<std::int64_t> split_by_quota(const TraceRecord& record, int expert, int experts, int n,
-                                         const std::vector<int>& gpus, const std::vector<std::int64_t>& quotas,
-                                         bool locality_aware) {
-  const int k = static_cast<int>(gpus.size());
-  std::vector<std::int64_t> out(static_cast<std::size_t>(n) * k, 0);
-  std::vector<std::int64_t> left(n);
-  for (int s = 0; s < n; ++s) left[s] = record.count(s, expert, experts);
-  std::vector<std::int64_t> room = quotas;
+/// What split_by_quota needs besides its inputs, sized once per plan.
+struct SplitScratch {
+  std::vector<std::int64_t> left;  ///< per source, its tokens not yet given to an instance
+  std::vector<std::int64_t> room;  ///< per instance, what is left of its quota
+  std::vector<std::int64_t> frac;  ///< per instance, the remainder of its proportional share
+  std::vector<int> order;          ///< instances taking part in a source's split
+};
+
+/// Tokens of expert e from each source rank to each of its k instances: out[s * k + i], which must be
+/// zero on entry. `gpus` lists the instances' GPUs in the kernel's order (the master, then the copies as
+/// the oracle made them). Locality first (each instance's host keeps its own tokens up to the quota),
+/// then every source splits what is left over the other instances in proportion to their remaining
+/// quotas, largest remainder first (ties: lower host GPU, then lower instance). Without locality every
+/// source splits all its tokens in proportion to the quotas (ties: lower instance). Returns the number
+/// of non-zero entries (the expert's routes).
+std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts, int n, const int* gpus,
+                           const std::int64_t* quotas, int k, bool locality_aware, std::int64_t* out,
+                           SplitScratch& w) {
+  std::vector<std::int64_t>& left = w.left;
+  for (int s = 0; s < n; ++s) left[s] = counts[static_cast<std::size_t>(s) * experts + expert];
+  std::int64_t* room = w.room.data();
+  std::copy(quotas, quotas + k, room);
   if (locality_aware) {
     for (int i = 0; i < k; ++i) {
       const std::int64_t take = std::min(left[gpus[i]], room[i]);
@@ -104,29 +133,36 @@ std::vector<std::int64_t> split_by_quota(const TraceRecord& record, int expert, 
       room[i] -= take;
     }
   }
-  const std::int64_t total_room = std::accumulate(room.begin(), room.end(), std::int64_t{0});
-  std::vector<std::int64_t> frac(k);
-  std::vector<int> order;
+  const std::int64_t total_room = std::accumulate(room, room + k, std::int64_t{0});
+  std::int64_t* frac = w.frac.data();
+  // A strict order (an expert's instances are on distinct GPUs), so an unstable sort gives the one
+  // result and needs no buffer.
+  auto before = [&](int a, int b) {
+    if (frac[a] != frac[b]) return frac[a] > frac[b];
+    return locality_aware && gpus[a] != gpus[b] ? gpus[a] < gpus[b] : a < b;
+  };
+  std::vector<int>& order = w.order;
   for (int s = 0; s < n; ++s) {
     if (left[s] == 0) continue;
+    std::int64_t* row = out + static_cast<std::size_t>(s) * k;
     std::int64_t given = 0;
     order.clear();
     for (int i = 0; i < k; ++i) {
       if (locality_aware && (gpus[i] == s || room[i] <= 0)) continue;
       // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
       const std::int64_t prod = left[s] * room[i];
-      out[static_cast<std::size_t>(s) * k + i] += prod / total_room;
+      row[i] += prod / total_room;
       frac[i] = prod % total_room;
       given += prod / total_room;
       order.push_back(i);
     }
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      if (frac[a] != frac[b]) return frac[a] > frac[b];
-      return locality_aware && gpus[a] != gpus[b] ? gpus[a] < gpus[b] : a < b;
-    });
-    for (std::int64_t r = 0; r < left[s] - given; ++r) ++out[static_cast<std::size_t>(s) * k + order[r]];
+    const std::int64_t extra = left[s] - given;  // fewer than order.size(): one token each
+    if (extra == 0) continue;
+    std::sort(order.begin(), order.end(), before);
+    for (std::int64_t r = 0; r < extra; ++r) ++row[order[r]];
   }
-  return out;
+  const std::size_t cells = static_cast<std::size_t>(n) * k;
+  return cells - static_cast<std::size_t>(std::count(out, out + cells, std::int64_t{0}));
 }
 
 }  // namespace
@@ -136,19 +172,33 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
   Domain d;
   d.first = first_gpu;
   d.rank_load.assign(num_domain_gpus, 0);
-  d.masters.resize(num_domain_gpus);
+  d.masters_begin.assign(num_domain_gpus + 1, 0);
   for (std::size_t e = 0; e < expert_load.size(); ++e) {
     const int r = home[e] - first_gpu;
     if (r < 0 || r >= num_domain_gpus) continue;
     d.rank_load[r] += expert_load[e];
-    d.masters[r].push_back(static_cast<int>(e));
+    ++d.masters_begin[r + 1];
   }
-  for (auto& m : d.masters)
-    std::stable_sort(m.begin(), m.end(), [&](int a, int b) { return expert_load[a] > expert_load[b]; });
+  for (int r = 0; r < num_domain_gpus; ++r) d.masters_begin[r + 1] += d.masters_begin[r];
+  d.masters.resize(d.masters_begin[num_domain_gpus]);
+  std::vector<int> fill(d.masters_begin.begin(), d.masters_begin.end() - 1);
+  for (std::size_t e = 0; e < expert_load.size(); ++e) {
+    const int r = home[e] - first_gpu;
+    if (r >= 0 && r < num_domain_gpus) d.masters[fill[r]++] = static_cast<int>(e);
+  }
+  // Both orders break ties by index, so they are total and std::sort (no buffer) gives the one result.
+  for (int r = 0; r < num_domain_gpus; ++r)
+    std::sort(d.masters.begin() + d.masters_begin[r], d.masters.begin() + d.masters_begin[r + 1], [&](int a, int b) {
+      return expert_load[a] != expert_load[b] ? expert_load[a] > expert_load[b] : a < b;
+    });
   d.sources.resize(num_domain_gpus);
   std::iota(d.sources.begin(), d.sources.end(), 0);
-  std::stable_sort(d.sources.begin(), d.sources.end(),
-                   [&](int a, int b) { return d.rank_load[a] > d.rank_load[b]; });
+  std::sort(d.sources.begin(), d.sources.end(), [&](int a, int b) {
+    return d.rank_load[a] != d.rank_load[b] ? d.rank_load[a] > d.rank_load[b] : a < b;
+  });
+  d.slack.resize(num_domain_gpus);
+  d.slots_used.resize(num_domain_gpus);
+  d.has_copy.resize(num_domain_gpus);
 
   const std::int64_t total = std::accumulate(d.rank_load.begin(), d.rank_load.end(), std::int64_t{0});
   const std::int64_t max_load = *std::max_element(d.rank_load.begin(), d.rank_load.end());
@@ -162,9 +212,16 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
       std::ceil(static_cast<float>(total) / static_cast<float>(num_domain_gpus) * threshold_factor));
   std::int64_t hi = std::max(max_load, lo);
   std::vector<UltraEpMove> moves;
+  // The last cap the oracle accepted (with the static floor), whose moves are still in `moves`.
+  std::int64_t moves_cap = -1;
+  auto oracle = [&](std::int64_t cap, bool dynamic_floor) {
+    const bool ok = quotas_for(cap, d, expert_load, params, dynamic_floor, moves);
+    moves_cap = ok && !dynamic_floor ? cap : -1;
+    return ok;
+  };
   auto accept = [&](std::int64_t cap, UltraEpSearch how) {
     result.threshold = cap;
-    result.moves = moves;
+    result.moves = std::move(moves);
     result.search = how;
     return result;
   };
@@ -175,7 +232,7 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
   const std::int64_t step = std::max<std::int64_t>(1, (hi + 99) / 100);
   for (int retry = 0; retry <= kUltraEpFastRetries; ++retry) {
     ++result.fast_tries;
-    if (quotas_for(cap, d, expert_load, params, true, moves)) return accept(cap, UltraEpSearch::fast);
+    if (oracle(cap, true)) return accept(cap, UltraEpSearch::fast);
     cap = std::min(hi, cap + step);
   }
 
@@ -190,7 +247,7 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
       below = mid + 1;
   }
   lo = below;
-  if (quotas_for(lo, d, expert_load, params, false, moves)) return accept(lo, UltraEpSearch::precheck);
+  if (oracle(lo, false)) return accept(lo, UltraEpSearch::precheck);
   lo = std::min(lo + 1, hi);
 
   // Four probes per round over [lo, hi); the first feasible one bounds the next round. The oracle is
@@ -202,7 +259,7 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
     std::int64_t probe[kUltraEpProbes];
     for (int w = 0; w < kUltraEpProbes; ++w) {
       probe[w] = small ? lo + w : lo + range * (w + 1) / (kUltraEpProbes + 1);
-      if (first < 0 && probe[w] < hi && quotas_for(probe[w], d, expert_load, params, false, moves)) first = w;
+      if (first < 0 && probe[w] < hi && oracle(probe[w], false)) first = w;
     }
     if (small) {
       lo = first >= 0 ? probe[first] : hi;
@@ -214,7 +271,9 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
       lo = probe[kUltraEpProbes - 1] + 1;
     }
   }
-  if (!quotas_for(lo, d, expert_load, params, false, moves))
+  // The search ends on a probe it accepted (its moves are at hand: the oracle is a function of the
+  // cap) or on the initial hi, which it never tried.
+  if (moves_cap != lo && !oracle(lo, false))
     throw std::logic_error("ultraep: the probe search ended on an infeasible cap");
   return accept(lo, UltraEpSearch::probes);
 }
@@ -224,29 +283,46 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   const int experts = context.model->num_experts;
   // A bug in the caller, not bad input; checked always because a zero would loop forever.
   if (context.gpus_per_node <= 0) throw std::logic_error("ultraep: gpus_per_node must be positive");
+  // The counts once, row by row as they lie in memory: each expert's load and the number of sources
+  // that send it tokens (its routes when it has no copy).
+  const std::uint32_t* counts = record.counts.data();
   std::vector<std::int64_t> load(experts, 0);
+  std::vector<int> senders(experts, 0);
+  for (int s = 0; s < n; ++s) {
+    const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
+    for (int e = 0; e < experts; ++e) {
+      load[e] += row[e];
+      senders[e] += row[e] != 0 ? 1 : 0;
+    }
+  }
   std::vector<int> home(experts);
-  for (int e = 0; e < experts; ++e) {
-    home[e] = home_gpu(e, experts, n, context.placement);
-    for (int s = 0; s < n; ++s) load[e] += record.count(s, e, experts);
-  }
-  // Per expert, its instances' GPUs and quotas: the master first, then the copies in the order the
-  // oracle made them (the kernel's replica order, which the reroute's ties follow).
-  std::vector<std::vector<int>> gpus(experts);
-  std::vector<std::vector<std::int64_t>> quotas(experts);
-  for (int e = 0; e < experts; ++e) {
-    gpus[e] = {home[e]};
-    quotas[e] = {load[e]};
-  }
+  for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
+
+  // Every domain's copies, then expert by expert: expert e's copies are copy_gpu / copy_quota
+  // [copy_begin[e], copy_begin[e + 1]), in the order the oracle made them (the kernel's replica order,
+  // which the reroute's ties follow); an expert's copies all come from its home's domain. Copy j is
+  // instance experts + j, so instances run expert by expert as well. The master's quota is what the
+  // copies leave.
+  std::vector<UltraEpMove> moves;
   for (int first = 0; first < n; first += context.gpus_per_node) {
     const int size = std::min(context.gpus_per_node, n - first);
-    std::vector<UltraEpMove> moves = ultraep_domain_quotas(load, home, first, size, params_).moves;
-    std::stable_sort(moves.begin(), moves.end(),
-                     [](const UltraEpMove& a, const UltraEpMove& b) { return a.expert < b.expert; });
+    const UltraEpDomainQuotas q = ultraep_domain_quotas(load, home, first, size, params_);
+    moves.insert(moves.end(), q.moves.begin(), q.moves.end());
+  }
+  const int copies = static_cast<int>(moves.size());
+  std::vector<int> copy_begin(experts + 1, 0);
+  for (const UltraEpMove& m : moves) ++copy_begin[m.expert + 1];
+  for (int e = 0; e < experts; ++e) copy_begin[e + 1] += copy_begin[e];
+  std::vector<int> copy_gpu(copies);
+  std::vector<std::int64_t> copy_quota(copies);
+  std::vector<std::int64_t> master_quota = load;
+  {
+    std::vector<int> fill(copy_begin.begin(), copy_begin.end() - 1);
     for (const UltraEpMove& m : moves) {
-      gpus[m.expert].push_back(m.gpu);
-      quotas[m.expert].push_back(m.tokens);
-      quotas[m.expert][0] -= m.tokens;
+      const int j = fill[m.expert]++;
+      copy_gpu[j] = m.gpu;
+      copy_quota[j] = m.tokens;
+      master_quota[m.expert] -= m.tokens;
     }
   }
 
@@ -256,45 +332,92 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // One grouped GEMM per GPU over its master and redundant slots, as UltraEP runs it: the copies'
   // weights are in before the dispatch.
-  for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
+  std::vector<int> on_gpu(n, 0);
+  for (int e = 0; e < experts; ++e) ++on_gpu[home[e]];
+  for (int j = 0; j < copies; ++j) ++on_gpu[copy_gpu[j]];
+  for (int g = 0; g < n; ++g) {
+    plan.gemm_order[g].push_back(GemmGroup{g, {}});
+    plan.gemm_order[g].front().instances.reserve(on_gpu[g]);
+  }
   // Instance e is expert e's master, as in static EP, so a plan without moves is static EP's.
+  plan.instances.reserve(static_cast<std::size_t>(experts) + copies);
   for (int e = 0; e < experts; ++e) {
     plan.instances.push_back({e, home[e], InstanceKind::static_expert});
     plan.gemm_order[home[e]].front().instances.push_back(e);
   }
-  std::vector<std::vector<int>> instance_of(experts);
   const std::int64_t weight_bytes = context.model->expert_weight_bytes();
   const std::int64_t grad_bytes = static_cast<std::int64_t>(context.model->matrices_per_expert()) *
                                   context.model->hidden_size * context.model->expert_ffn_size *
                                   element_bytes(params_.grad_dtype);
+  plan.transfers.reserve(3 * static_cast<std::size_t>(copies));
   for (int e = 0; e < experts; ++e) {
-    instance_of[e] = {e};
-    for (std::size_t i = 1; i < gpus[e].size(); ++i) {
-      const int g = gpus[e][i];
-      const int inst = static_cast<int>(plan.instances.size());
-      instance_of[e].push_back(inst);
+    for (int j = copy_begin[e]; j < copy_begin[e + 1]; ++j) {
+      const int g = copy_gpu[j];
+      const int inst = experts + j;
       plan.instances.push_back({e, g, InstanceKind::dynamic_expert});
       plan.gemm_order[g].front().instances.push_back(inst);
       // weight_sync, joined before the dispatch, again before the expert backward (the copies' buffers
       // are reused across layers), and grad_reduce: UltraEP's SM kernels, i.e. the EP backend.
       for (const PassKind pass : {PassKind::forward, PassKind::backward})
-        plan.transfers.push_back(
-            {TransferKind::weights, pass, inst, home[e], g, weight_bytes, Carrier::ep_backend, TransferStart::before_dispatch});
+        plan.transfers.push_back({TransferKind::weights, pass, inst, home[e], g, weight_bytes, Carrier::ep_backend,
+                                  TransferStart::before_dispatch});
       plan.transfers.push_back(
           {TransferKind::gradients, PassKind::backward, inst, g, home[e], grad_bytes, Carrier::ep_backend});
     }
   }
 
-  std::vector<std::vector<std::int64_t>> split(experts);
-  for (int e = 0; e < experts; ++e)
-    if (gpus[e].size() > 1) split[e] = split_by_quota(record, e, experts, n, gpus[e], quotas[e], params_.locality_aware);
+  // Each split expert's tokens per (source, instance), in one buffer: expert e's k = 1 + copies
+  // entries per source start at split_at[e]. Its instances' GPUs and quotas go to `gpus` and `quotas`
+  // (master first). Experts without copies route their counts as they are.
+  std::vector<std::size_t> split_at(experts, 0);
+  std::size_t split_size = 0;
+  std::size_t num_routes = 0;
+  int most_instances = 1;
+  for (int e = 0; e < experts; ++e) {
+    const int k = 1 + copy_begin[e + 1] - copy_begin[e];
+    if (k == 1) {
+      num_routes += static_cast<std::size_t>(senders[e]);
+      continue;
+    }
+    split_at[e] = split_size;
+    split_size += static_cast<std::size_t>(n) * k;
+    most_instances = std::max(most_instances, k);
+  }
+  std::vector<std::int64_t> split(split_size, 0);
+  SplitScratch scratch;
+  scratch.left.resize(n);
+  scratch.room.resize(most_instances);
+  scratch.frac.resize(most_instances);
+  scratch.order.reserve(most_instances);
+  std::vector<int> gpus(most_instances);
+  std::vector<std::int64_t> quotas(most_instances);
+  for (int e = 0; e < experts; ++e) {
+    const int k = 1 + copy_begin[e + 1] - copy_begin[e];
+    if (k == 1) continue;
+    gpus[0] = home[e];
+    quotas[0] = master_quota[e];
+    std::copy(copy_gpu.begin() + copy_begin[e], copy_gpu.begin() + copy_begin[e + 1], gpus.begin() + 1);
+    std::copy(copy_quota.begin() + copy_begin[e], copy_quota.begin() + copy_begin[e + 1], quotas.begin() + 1);
+    num_routes += split_by_quota(counts, e, experts, n, gpus.data(), quotas.data(), k, params_.locality_aware,
+                                 split.data() + split_at[e], scratch);
+  }
+
+  // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
+  plan.routes.reserve(num_routes);
   for (int s = 0; s < n; ++s) {
+    const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
-      const std::size_t k = gpus[e].size();
-      for (std::size_t i = 0; i < k; ++i) {
-        const std::int64_t c = k == 1 ? record.count(s, e, experts) : split[e][static_cast<std::size_t>(s) * k + i];
-        if (c == 0) continue;
-        plan.routes.push_back({s, instance_of[e][i], c, gpus[e][i] == s ? Carrier::none : Carrier::ep_backend});
+      const int k = 1 + copy_begin[e + 1] - copy_begin[e];
+      if (k == 1) {
+        if (row[e] != 0) plan.routes.push_back({s, e, row[e], home[e] == s ? Carrier::none : Carrier::ep_backend});
+        continue;
+      }
+      const std::int64_t* tokens = split.data() + split_at[e] + static_cast<std::size_t>(s) * k;
+      for (int i = 0; i < k; ++i) {
+        if (tokens[i] == 0) continue;
+        const int gpu = i == 0 ? home[e] : copy_gpu[copy_begin[e] + i - 1];
+        const int inst = i == 0 ? e : experts + copy_begin[e] + i - 1;
+        plan.routes.push_back({s, inst, tokens[i], gpu == s ? Carrier::none : Carrier::ep_backend});
       }
     }
   }
