@@ -1,10 +1,12 @@
 // epsim compare COMPARISON.yaml: replays every case at every EP degree under every balancer and writes
 // one summary row per replay (comparison.csv) and a Markdown table (comparison.md, also printed on
 // stdout). Format and columns: docs/compare.md.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "sim/balancers/placement.hpp"
 #include "sim/cli/command_line.hpp"
@@ -52,6 +54,7 @@ std::string markdown_document(const ComparisonSpec& spec, const std::vector<Comp
 int compare_command(const std::vector<std::string>& args) {
   std::string comparison_path, output_override;
   bool overwrite = false, quiet = false;
+  int threads = 0;
   int max_records = -1;
   po::options_description options("epsim compare COMPARISON.yaml [options]");
   options.add_options()
@@ -61,6 +64,8 @@ int compare_command(const std::vector<std::string>& args) {
       ("overwrite", po::bool_switch(&overwrite), "replace an existing output folder once the new one is complete")
       ("max-records", po::value(&max_records)->notifier(require_non_negative("--max-records")),
        "replay at most N records per replay (0 = all; default: the file's)")
+      ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
+       "records simulated at once (0 = every core; 1 = one after another; default 0); outputs do not depend on it")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success (no table, no progress)");
   if (!parse_command_line(args, options, "comparison")) return 0;
   if (comparison_path.empty())
@@ -72,6 +77,8 @@ int compare_command(const std::vector<std::string>& args) {
   for (const SkippedCase& s : spec.skipped) std::cerr << "epsim compare: " << s.message() << "\n";
 
   OutputFolder folder(spec.output_dir, overwrite);
+  const unsigned replay_threads =
+      threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<ComparisonRow> rows;
   for (const ComparisonCase& c : spec.cases) {
     for (const int ep : spec.ep_degrees) {
@@ -79,7 +86,7 @@ int compare_command(const std::vector<std::string>& args) {
         ComparisonAccumulator acc;
         const ComparisonKey key{c.name, ep, b.label, b.choice.name};
         try {
-          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); });
+          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); }, replay_threads);
         } catch (const BalancerCannotServe& e) {
           // One balancer that cannot serve this case and EP degree does not stop the comparison.
           std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": n/a: " << e.what() << "\n";

@@ -1,10 +1,12 @@
 // epsim run EXPERIMENT.yaml: replays the experiment's trace and writes metrics.csv, gpus.csv,
 // timeline.json and summary.txt into the output folder, printing the summary on stdout. An experiment
 // with a `step:` block also gets the step prediction in the summary and in step.json (docs/step.md).
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
@@ -78,6 +80,7 @@ void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const La
 int run_command(const std::vector<std::string>& args) {
   std::string experiment_path, output_override;
   bool overwrite = false, quiet = false, write_plans = false;
+  int threads = 0;
   int max_records = -1, timeline_records = -1;
   po::options_description options("epsim run EXPERIMENT.yaml [options]");
   options.add_options()
@@ -89,6 +92,8 @@ int run_command(const std::vector<std::string>& args) {
        "replay at most N records (0 = all; default: the experiment's)")
       ("timeline-records", po::value(&timeline_records)->notifier(require_non_negative("--timeline-records")),
        "records drawn in timeline.json (default: the experiment's)")
+      ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
+       "records simulated at once (0 = every core; 1 = one after another; default 0); outputs do not depend on it")
       ("write-plans", po::bool_switch(&write_plans), "also write every Plan to plans.jsonl")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "experiment")) return 0;
@@ -115,6 +120,7 @@ int run_command(const std::vector<std::string>& args) {
   std::size_t drawn = 0;
   const TraceHeader* header_seen = nullptr;
   TraceHeader header_copy;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   replay(spec, [&](const LayerOutcome& o) {
     if (!header_seen) {
       header_copy = o.header;
@@ -135,7 +141,7 @@ int run_command(const std::vector<std::string>& args) {
     }
     summary.add(o.metrics);
     if (step) add_step_record(*step, spec, o);
-  });
+  }, threads > 0 ? static_cast<unsigned>(threads) : cores);
   timeline.close();
 
   std::ostringstream text;

@@ -1,5 +1,6 @@
 // The replay loop: trace records in order -> balancer -> Plan -> engine -> metrics, with the oracle's
-// bound for the same record beside it. Streaming: one record at a time.
+// bound for the same record beside it. Streaming: records are planned one at a time in trace order,
+// simulated on one or more threads and delivered in trace order; memory does not grow with the trace.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +37,12 @@ struct LayerOutcome {
 /// cannot be remapped to the EP degree) or is corrupt, or when a record's simulated time is beyond the
 /// horizon (kMaxTime_ps: absurd bandwidths or rates for the trace's token counts); BalancerCannotServe
 /// when the balancer cannot serve the configuration. Returns the number of records replayed.
-std::size_t replay(const ExperimentSpec& spec, const std::function<void(const LayerOutcome&)>& on_layer);
+///
+/// `threads` > 1 simulates up to that many records at once (the balancer still plans them in order on
+/// the calling thread, and on_layer is called on the calling thread in trace order). Outcomes, on_layer
+/// calls and the error raised are the same for every thread count: an error is that of the first
+/// failing record, raised after on_layer has seen every record before it and none after.
+std::size_t replay(const ExperimentSpec& spec, const std::function<void(const LayerOutcome&)>& on_layer,
+                   unsigned threads = 1);
 
 }  // namespace epsim
