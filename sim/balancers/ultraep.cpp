@@ -34,6 +34,8 @@ struct Domain {
   std::vector<std::int64_t> slack;
   std::vector<int> slots_used;
   std::vector<char> has_copy;  ///< whether the expert being exported already has a copy on the rank
+  std::vector<UltraEpMove> moves;  ///< the moves of the last cap tried
+  std::vector<int> fill;           ///< a cursor per rank while `masters` is filled
 };
 
 /// Whether the domain's total slack under cap T covers its total excess (the kernel's coarse test).
@@ -47,12 +49,13 @@ bool capacity_feasible(std::int64_t cap, const Domain& d) {
   return excess <= slack;
 }
 
-/// The oracle for cap T; fills `moves` (global GPU ids) and returns true when every rank fits under
+/// The oracle for cap T; fills d.moves (global GPU ids) and returns true when every rank fits under
 /// T. The floor a copy's quota must reach is ceil(need / feasible targets) with `dynamic_floor` (the
 /// fast path), else min_tokens_per_replica.
 bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& expert_load, const UltraEpParams& p,
-                bool dynamic_floor, std::vector<UltraEpMove>& moves) {
+                bool dynamic_floor) {
   const int g_count = static_cast<int>(d.rank_load.size());
+  std::vector<UltraEpMove>& moves = d.moves;
   moves.clear();
   if (!capacity_feasible(cap, d)) return false;
   for (int r = 0; r < g_count; ++r) {
@@ -108,8 +111,32 @@ struct SplitScratch {
   std::vector<std::int64_t> left;  ///< per source, its tokens not yet given to an instance
   std::vector<std::int64_t> room;  ///< per instance, what is left of its quota
   std::vector<std::int64_t> frac;  ///< per instance, the remainder of its proportional share
+  std::vector<int> tie;            ///< per instance, its rank among equal remainders (lower first)
   std::vector<int> order;          ///< instances taking part in a source's split
 };
+
+/// a / b, remainder in `rem`, for a >= 0 and b > 0. Below 2^53 the quotient comes from b's reciprocal
+/// in double precision and is then corrected to the exact one (it is off by a few units at most): a
+/// multiplication instead of a 64-bit division, which is several times slower and is done for every
+/// (source, instance) pair of a split expert.
+std::int64_t divide(std::int64_t a, std::int64_t b, double reciprocal, std::int64_t& rem) {
+  if (a >= (std::int64_t{1} << 53)) {
+    rem = a % b;
+    return a / b;
+  }
+  std::int64_t q = static_cast<std::int64_t>(static_cast<double>(a) * reciprocal);
+  std::int64_t r = a - q * b;
+  while (r < 0) {
+    --q;
+    r += b;
+  }
+  while (r >= b) {
+    ++q;
+    r -= b;
+  }
+  rem = r;
+  return q;
+}
 
 /// Tokens of expert e from each source rank to each of its k instances: out[s * k + i], which must be
 /// zero on entry. `gpus` lists the instances' GPUs in the kernel's order (the master, then the copies as
@@ -134,13 +161,14 @@ std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts,
     }
   }
   const std::int64_t total_room = std::accumulate(room, room + k, std::int64_t{0});
+  const double reciprocal = total_room > 0 ? 1.0 / static_cast<double>(total_room) : 0.0;
   std::int64_t* frac = w.frac.data();
-  // A strict order (an expert's instances are on distinct GPUs), so an unstable sort gives the one
-  // result and needs no buffer.
-  auto before = [&](int a, int b) {
-    if (frac[a] != frac[b]) return frac[a] > frac[b];
-    return locality_aware && gpus[a] != gpus[b] ? gpus[a] < gpus[b] : a < b;
-  };
+  // Equal remainders go to the lower host GPU with locality (an expert's instances are on distinct
+  // GPUs, so that decides), to the lower instance without: a strict order, so the instances that get
+  // one token more are one set however they are selected.
+  int* tie = w.tie.data();
+  for (int i = 0; i < k; ++i) tie[i] = locality_aware ? gpus[i] : i;
+  auto before = [&](int a, int b) { return frac[a] != frac[b] ? frac[a] > frac[b] : tie[a] < tie[b]; };
   std::vector<int>& order = w.order;
   for (int s = 0; s < n; ++s) {
     if (left[s] == 0) continue;
@@ -150,27 +178,32 @@ std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts,
     for (int i = 0; i < k; ++i) {
       if (locality_aware && (gpus[i] == s || room[i] <= 0)) continue;
       // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
-      const std::int64_t prod = left[s] * room[i];
-      row[i] += prod / total_room;
-      frac[i] = prod % total_room;
-      given += prod / total_room;
+      const std::int64_t share = divide(left[s] * room[i], total_room, reciprocal, frac[i]);
+      row[i] += share;
+      given += share;
       order.push_back(i);
     }
-    const std::int64_t extra = left[s] - given;  // fewer than order.size(): one token each
+    // The remainders add up to `extra` times total_room, so fewer than order.size() instances get one
+    // token more: the `extra` first in `before`'s order.
+    const std::int64_t extra = left[s] - given;
     if (extra == 0) continue;
-    std::sort(order.begin(), order.end(), before);
+    if (extra == 1) {
+      ++row[*std::min_element(order.begin(), order.end(), before)];
+      continue;
+    }
+    std::nth_element(order.begin(), order.begin() + (extra - 1), order.end(), before);
     for (std::int64_t r = 0; r < extra; ++r) ++row[order[r]];
   }
   const std::size_t cells = static_cast<std::size_t>(n) * k;
   return cells - static_cast<std::size_t>(std::count(out, out + cells, std::int64_t{0}));
 }
 
-}  // namespace
-
-UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
-                                          int first_gpu, int num_domain_gpus, const UltraEpParams& params) {
-  Domain d;
+/// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
+/// working space; plan() passes the same one for every domain so that its buffers are allocated once.
+UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
+                                  int first_gpu, int num_domain_gpus, const UltraEpParams& params, Domain& d) {
   d.first = first_gpu;
+  d.moves.clear();
   d.rank_load.assign(num_domain_gpus, 0);
   d.masters_begin.assign(num_domain_gpus + 1, 0);
   for (std::size_t e = 0; e < expert_load.size(); ++e) {
@@ -181,10 +214,10 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
   }
   for (int r = 0; r < num_domain_gpus; ++r) d.masters_begin[r + 1] += d.masters_begin[r];
   d.masters.resize(d.masters_begin[num_domain_gpus]);
-  std::vector<int> fill(d.masters_begin.begin(), d.masters_begin.end() - 1);
+  d.fill.assign(d.masters_begin.begin(), d.masters_begin.end() - 1);
   for (std::size_t e = 0; e < expert_load.size(); ++e) {
     const int r = home[e] - first_gpu;
-    if (r >= 0 && r < num_domain_gpus) d.masters[fill[r]++] = static_cast<int>(e);
+    if (r >= 0 && r < num_domain_gpus) d.masters[d.fill[r]++] = static_cast<int>(e);
   }
   // Both orders break ties by index, so they are total and std::sort (no buffer) gives the one result.
   for (int r = 0; r < num_domain_gpus; ++r)
@@ -211,17 +244,15 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
   std::int64_t lo = static_cast<std::int64_t>(
       std::ceil(static_cast<float>(total) / static_cast<float>(num_domain_gpus) * threshold_factor));
   std::int64_t hi = std::max(max_load, lo);
-  std::vector<UltraEpMove> moves;
-  // The last cap the oracle accepted (with the static floor), whose moves are still in `moves`.
+  // The last cap the oracle accepted (with the static floor), whose moves are still in d.moves.
   std::int64_t moves_cap = -1;
   auto oracle = [&](std::int64_t cap, bool dynamic_floor) {
-    const bool ok = quotas_for(cap, d, expert_load, params, dynamic_floor, moves);
+    const bool ok = quotas_for(cap, d, expert_load, params, dynamic_floor);
     moves_cap = ok && !dynamic_floor ? cap : -1;
     return ok;
   };
   auto accept = [&](std::int64_t cap, UltraEpSearch how) {
     result.threshold = cap;
-    result.moves = std::move(moves);
     result.search = how;
     return result;
   };
@@ -278,6 +309,16 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
   return accept(lo, UltraEpSearch::probes);
 }
 
+}  // namespace
+
+UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
+                                          int first_gpu, int num_domain_gpus, const UltraEpParams& params) {
+  Domain d;
+  UltraEpDomainQuotas result = search_domain(expert_load, home, first_gpu, num_domain_gpus, params, d);
+  result.moves = std::move(d.moves);
+  return result;
+}
+
 Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
   const int experts = context.model->num_experts;
@@ -304,10 +345,11 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // instance experts + j, so instances run expert by expert as well. The master's quota is what the
   // copies leave.
   std::vector<UltraEpMove> moves;
+  Domain domain;
   for (int first = 0; first < n; first += context.gpus_per_node) {
     const int size = std::min(context.gpus_per_node, n - first);
-    const UltraEpDomainQuotas q = ultraep_domain_quotas(load, home, first, size, params_);
-    moves.insert(moves.end(), q.moves.begin(), q.moves.end());
+    search_domain(load, home, first, size, params_, domain);
+    moves.insert(moves.end(), domain.moves.begin(), domain.moves.end());
   }
   const int copies = static_cast<int>(moves.size());
   std::vector<int> copy_begin(experts + 1, 0);
@@ -388,6 +430,7 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   scratch.left.resize(n);
   scratch.room.resize(most_instances);
   scratch.frac.resize(most_instances);
+  scratch.tie.resize(most_instances);
   scratch.order.reserve(most_instances);
   std::vector<int> gpus(most_instances);
   std::vector<std::int64_t> quotas(most_instances);
@@ -403,24 +446,36 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   }
 
   // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
-  plan.routes.reserve(num_routes);
+  // They are written in place through a pointer into the vector sized beforehand: appending them one
+  // by one (a capacity check, a default-constructed route and a size update each) cost more than the
+  // rest of plan().
+  plan.routes.resize(num_routes);
+  TokenRoute* route = plan.routes.data();
+  auto add_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
+    route->src_rank = src;
+    route->instance = instance;
+    route->tokens = tokens;
+    route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
+    ++route;
+  };
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
       const int k = 1 + copy_begin[e + 1] - copy_begin[e];
       if (k == 1) {
-        if (row[e] != 0) plan.routes.push_back({s, e, row[e], home[e] == s ? Carrier::none : Carrier::ep_backend});
+        if (row[e] != 0) add_route(s, e, row[e], home[e]);
         continue;
       }
       const std::int64_t* tokens = split.data() + split_at[e] + static_cast<std::size_t>(s) * k;
-      for (int i = 0; i < k; ++i) {
-        if (tokens[i] == 0) continue;
-        const int gpu = i == 0 ? home[e] : copy_gpu[copy_begin[e] + i - 1];
-        const int inst = i == 0 ? e : experts + copy_begin[e] + i - 1;
-        plan.routes.push_back({s, inst, tokens[i], gpu == s ? Carrier::none : Carrier::ep_backend});
+      if (tokens[0] != 0) add_route(s, e, tokens[0], home[e]);
+      for (int i = 1; i < k; ++i) {
+        const int j = copy_begin[e] + i - 1;
+        if (tokens[i] != 0) add_route(s, experts + j, tokens[i], copy_gpu[j]);
       }
     }
   }
+  // The count above and the routes written agree by construction; a difference is a bug here.
+  if (route != plan.routes.data() + plan.routes.size()) throw std::logic_error("ultraep: route count mismatch");
   return plan;
 }
 
