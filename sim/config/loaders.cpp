@@ -188,6 +188,13 @@ HardwareSpec load_hardware(const std::string& path) {
                      "block");
   }
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
+  if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
+    hw.engine.bandwidth_sharing = m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs"}) == "epochs"
+                                      ? BandwidthSharing::epochs
+                                      : BandwidthSharing::exact;
+    hw.engine.epoch_tolerance = m->get_double_or("epoch_tolerance", hw.engine.epoch_tolerance, 0, 0.1);
+    m->finish();
+  }
   top.finish();
   if (!hw.gemm.fp8_efficiency.empty() && hw.gpu.fp8_peak_TFLOPs <= 0)
     top.fail("gemm", "gemm.fp8_efficiency is given but gpu.fp8_peak_TFLOPs is not: an FP8 efficiency needs the "

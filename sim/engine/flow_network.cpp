@@ -1,10 +1,13 @@
 // Max-min fair fluid flows.
 //
 // Rates are re-solved once per timestamp (a solve event at now()), so that the N^2 flows of an
-// all-to-all entering together cost one solve, not N^2. The solve is exact progressive filling, but
-// over as few flows as the max-min conditions allow. An allocation is max-min fair iff it is
-// feasible and every flow has a bottleneck: a saturated link on which it has the largest rate, or
-// its own cap. Each flow counts its bottlenecks, so:
+// all-to-all entering together cost one solve, not N^2. In epochs mode the solve after a flow ends
+// may be due later (solve_due_ps): until then the other flows' rates do not move, so the changes that
+// wait (roots, seeds, the smallest rate that left) are those of several ends at one instant, which
+// the solve handles as in exact mode. The solve is exact progressive filling, but over as few flows as
+// the max-min conditions allow. An allocation is max-min fair iff it is feasible and every flow has a
+// bottleneck: a saturated link on which it has the largest rate, or its own cap. Each flow counts its
+// bottlenecks, so:
 //
 //  * A finishing flow unsaturates only its own links. If every flow on them still has another
 //    bottleneck, the rates are still max-min fair: nothing is re-solved or rescheduled.
@@ -54,6 +57,13 @@ constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
 }  // namespace
 
 FlowNetwork::FlowNetwork(EventQueue& queue) : queue_(queue) {}
+
+void FlowNetwork::set_sharing(const Sharing& sharing) {
+  if (!(sharing.tolerance >= 0 && sharing.tolerance < 1)) {
+    throw std::invalid_argument("FlowNetwork: the epoch tolerance must be in [0, 1)");
+  }
+  sharing_ = sharing;
+}
 
 // ---- links ---------------------------------------------------------------------------------------
 
@@ -213,7 +223,7 @@ void FlowNetwork::enter_transfer(std::int32_t slot) {
   }
   roots_.push_back(slot);
   arrivals_ = true;
-  request_solve();
+  request_solve(now);
 }
 
 void FlowNetwork::complete(std::int32_t slot) {
@@ -258,7 +268,7 @@ void FlowNetwork::detach(std::int32_t slot) {
   }
   removed_min_rate_ = std::min(removed_min_rate_, rate);
   if (!roots_.empty()) {
-    request_solve();
+    request_solve(solve_due_ps(f.bytes, rate));
   } else {
     // Every remaining flow still has a bottleneck: the rates are max-min fair as they are.
     seeds_.clear();
@@ -305,12 +315,30 @@ void FlowNetwork::schedule_completion(std::int32_t slot) {
 
 // ---- solver --------------------------------------------------------------------------------------
 
-void FlowNetwork::request_solve() {
-  if (solve_event_ == 0) solve_event_ = queue_.schedule(queue_.now_ps(), [this] { solve(); });
+void FlowNetwork::request_solve(Time_ps at_ps) {
+  if (solve_event_ == 0) {
+    solve_event_ = queue_.schedule(at_ps, [this] { solve(); });
+    solve_at_ps_ = at_ps;
+  } else if (at_ps < solve_at_ps_) {
+    queue_.reschedule(solve_event_, at_ps);
+    solve_at_ps_ = at_ps;
+  }
+}
+
+Time_ps FlowNetwork::solve_due_ps(double bytes, double rate) const {
+  // The flows that lost their bottleneck keep their rates until the solve, and the links of the
+  // ended flow carry `rate` less than they could meanwhile: waiting tolerance x bytes / rate leaves
+  // at most tolerance x bytes of capacity idle on each of them.
+  const Time_ps now = queue_.now_ps();
+  if (sharing_.mode == SharingMode::exact || !(rate > 0)) return now;
+  const double wait_ps = std::floor(sharing_.tolerance * bytes / rate);
+  const double horizon_ps = static_cast<double>(kMaxTime_ps - now);
+  return wait_ps < horizon_ps ? now + static_cast<Time_ps>(wait_ps) : kMaxTime_ps;
 }
 
 void FlowNetwork::solve() {
   solve_event_ = 0;
+  ++solves_;
   // Roots that finished since they were recorded (at this same instant) are gone; a reused slot
   // is an arrival and a root in its own right.
   roots_.erase(std::remove_if(roots_.begin(), roots_.end(),

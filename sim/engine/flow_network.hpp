@@ -7,6 +7,23 @@
 // also carry its own rate cap (a Copy Engine cannot exceed its own bandwidth even on a free link).
 // Re-solving touches only the connected component of links and flows that changed, as in SimGrid's
 // lazy max-min solver.
+//
+// Two sharing modes (Sharing, chosen by the hardware file's engine.bandwidth_sharing):
+//
+//  * exact (the default, the reference): rates are re-solved at every instant a flow enters its
+//    transfer phase or ends.
+//
+//  * epochs: a flow that enters its transfer phase is solved at once, but the re-solve after a flow
+//    ends may wait up to `tolerance` x (that flow's bytes / its last rate); a re-solve that runs
+//    earlier for any reason takes every waiting change along. Until then the flows the ended one
+//    would speed up keep their rates, which stay feasible (an end only frees capacity). The error
+//    is capacity left idle: on each link at most the ended flow's rate for its wait, that is at most
+//    `tolerance` x its bytes. Summed over the flows a link carries, a link idles for waiting at most
+//    `tolerance` x its bytes / its capacity, `tolerance` x its busy time. A link that is the
+//    bottleneck of a phase therefore ends it at most that much later; delays add up along chains of
+//    dependent transfers, and max-min sharing can pass a flow's delay on to others, so the bound on
+//    a layer's or a GPU's finish time is measured, not proved: tests/engine/flow_fast_path_test.cpp
+//    (random flow sets and random layers against the exact mode) and docs/performance.md.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +46,23 @@ class FlowNetwork {
   using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
   static constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
 
+  enum class SharingMode : std::uint8_t { exact, epochs };
+  /// How rates are re-solved after flows end (see the top of this file).
+  struct Sharing {
+    SharingMode mode = SharingMode::exact;
+    /// epochs: the re-solve after a flow ends waits at most this fraction of that flow's bytes / its
+    /// last rate. In [0, 1); 0 re-solves at once, as exact.
+    double tolerance = 0.001;
+  };
+
   explicit FlowNetwork(EventQueue& queue);
+
+  /// Chooses the sharing mode, before the first flow starts. Throws std::invalid_argument for a
+  /// tolerance outside [0, 1).
+  void set_sharing(const Sharing& sharing);
+  const Sharing& sharing() const { return sharing_; }
+  /// Rate re-solves run so far.
+  std::uint64_t solves() const { return solves_; }
 
   /// Adds a link; `capacity_GBps` > 0.
   LinkId add_link(std::string name, double capacity_GBps);
@@ -47,6 +80,7 @@ class FlowNetwork {
   /// Current rate of an active flow in GB/s (0 while it is still in its latency phase, and for a
   /// finished or unknown id). Rates are re-solved by an event at the current time, once for all the
   /// changes of that instant: a flow that entered its transfer phase reads 0 until that event ran.
+  /// In epochs mode the re-solve after a flow ends may come later (see the top of this file).
   double flow_rate_GBps(FlowId flow) const;
   /// Flows started and not yet completed (latency and transfer phases).
   std::size_t active_flows() const;
@@ -144,7 +178,10 @@ class FlowNetwork {
   void release(std::int32_t slot);
   void set_rate(std::int32_t slot, double rate);
   void schedule_completion(std::int32_t slot);
-  void request_solve();
+  /// Runs the solve at `at_ps` (>= now), or earlier if one is already due before.
+  void request_solve(Time_ps at_ps);
+  /// When the re-solve after the end of a flow of `bytes` at `rate` (bytes/ps) is due.
+  Time_ps solve_due_ps(double bytes, double rate) const;
   void solve();
   void collect_region(double threshold);
   void add_to_region(std::int32_t slot);
@@ -162,9 +199,13 @@ class FlowNetwork {
   std::vector<Hop> hop_pool_;
   std::vector<std::int32_t> free_flows_;
   std::size_t active_ = 0;
+  Sharing sharing_;
+  std::uint64_t solves_ = 0;
 
-  // Changes since the last solve, which runs once per timestamp as an event at now().
+  // Changes since the last solve, which runs once per timestamp as an event at now() (in epochs
+  // mode, after a flow ends, possibly later).
   EventQueue::Handle solve_event_ = 0;
+  Time_ps solve_at_ps_ = 0;  ///< when solve_event_ runs
   /// Links that gained a flow, or lost one while saturated.
   std::vector<LinkId> seeds_;
   std::vector<std::int32_t> roots_;    ///< flows that entered, or lost their last bottleneck

@@ -102,6 +102,19 @@ struct EpBackendSpec {
   std::vector<MessageEfficiencyPoint> message_efficiency;
 };
 
+/// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
+enum class BandwidthSharing { exact, epochs };
+
+/// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
+struct EngineSpec {
+  /// exact: max-min rates re-solved at every flow start and end. epochs: after a flow ends, the flows
+  /// it speeds up may keep their rates a little longer, so that several ends share one re-solve.
+  BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
+  /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
+  /// busy time (FlowNetwork::Sharing::tolerance).
+  double epoch_tolerance = 0.001;
+};
+
 struct HardwareSpec {
   std::string name;
   std::string description;  ///< one line for `epsim hardware list`; may be empty
@@ -115,6 +128,7 @@ struct HardwareSpec {
   InfinibandSpec infiniband;
   PcieSpec pcie;
   EpBackendSpec ep_backend;
+  EngineSpec engine;
 
   int total_gpus() const { return nodes * gpus_per_node; }
 };

@@ -35,6 +35,11 @@ CommKernel SimContext::comm_kernel(TokenPhase phase) const {
 
 SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus)
     : hw_(hw), model_(model), network_(queue_), topology_(hw, num_gpus, network_), gemm_(hw, model) {
+  FlowNetwork::Sharing sharing;
+  sharing.mode = hw.engine.bandwidth_sharing == BandwidthSharing::epochs ? FlowNetwork::SharingMode::epochs
+                                                                         : FlowNetwork::SharingMode::exact;
+  sharing.tolerance = hw.engine.epoch_tolerance;
+  network_.set_sharing(sharing);
   for (int g = 0; g < num_gpus; ++g) {
     sms_.push_back(std::make_unique<SmPool>(queue_, hw.gpu.sms));
     copy_engines_.push_back(std::make_unique<CopyEngine>(queue_, network_, us_to_ps(hw.copy_engine.fixed_cost_us),

@@ -84,15 +84,23 @@ HardwareSpec h100_nodes(int gpus) {
 }
 
 // One all-to-all-v per iteration: every ordered pair (src != dst) sends a size of its own, between
-// 100 and 200 kB, all started at t = 0 with the pair's route latency.
+// 100 and 200 kB, all started at t = 0 with the pair's route latency. The second argument is the
+// bandwidth sharing: 0 exact, n > 0 epochs with tolerance n / 10,000. Counters: the rate re-solves
+// and the time the last flow ends (for the error of epochs against exact).
 void BM_AllToAllV(benchmark::State& state) {
   const int gpus = static_cast<int>(state.range(0));
   const HardwareSpec hw = h100_nodes(gpus);
+  FlowNetwork::Sharing sharing;
+  sharing.mode = state.range(1) == 0 ? FlowNetwork::SharingMode::exact : FlowNetwork::SharingMode::epochs;
+  sharing.tolerance = static_cast<double>(state.range(1)) / 10'000;
   std::uint64_t flows = 0;
   std::uint64_t events = 0;
+  std::uint64_t solves = 0;
+  Time_ps last_ps = 0;
   for (auto _ : state) {
     EventQueue queue;
     FlowNetwork network(queue);
+    network.set_sharing(sharing);
     const Topology topo(hw, gpus, network);
     std::uint64_t done = 0;
     for (int src = 0; src < gpus; ++src) {
@@ -107,12 +115,19 @@ void BM_AllToAllV(benchmark::State& state) {
     queue.run();
     flows += done;
     events += queue.events_run();
+    solves = network.solves();
+    last_ps = queue.now_ps();
     benchmark::DoNotOptimize(done);
   }
   state.counters["flows_per_s"] = benchmark::Counter(static_cast<double>(flows), benchmark::Counter::kIsRate);
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["flows"] = static_cast<double>(gpus) * (gpus - 1);
+  state.counters["solves"] = static_cast<double>(solves);
+  state.counters["last_us"] = epsim::ps_to_us(last_ps);
 }
-BENCHMARK(BM_AllToAllV)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AllToAllV)
+    ->ArgNames({"gpus", "epoch_tol_1e4"})
+    ->ArgsProduct({{8, 64, 256}, {0, 10, 50}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -1,7 +1,9 @@
 // How fast one MoE layer (forward + backward, static EP) goes through the engine, as a function of
 // the EP degree: the number a what-if sweep is limited by. The second argument is the exchange's token
 // copies: 0 per (token, expert) pair, each pair its own inter-node flow; 2 per node (the preset's,
-// DeepEP's), one RDMA flow per source GPU and destination node, forwarded inside the node.
+// DeepEP's), one RDMA flow per source GPU and destination node, forwarded inside the node. The third is
+// the bandwidth sharing (engine.bandwidth_sharing): 0 exact, n > 0 epochs with engine.epoch_tolerance
+// n / 10,000. The layer_us counter is the simulated layer time, for the error of epochs against exact.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -38,6 +40,8 @@ void BM_StaticEpLayer(benchmark::State& state) {
   const int ep = static_cast<int>(state.range(0));
   HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
   hw.ep_backend.token_copies = state.range(1) == 0 ? TokenCopies::per_expert : TokenCopies::per_node;
+  hw.engine.bandwidth_sharing = state.range(2) == 0 ? BandwidthSharing::exact : BandwidthSharing::epochs;
+  hw.engine.epoch_tolerance = static_cast<double>(state.range(2)) / 10'000;
   hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
   ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
   const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
@@ -49,19 +53,23 @@ void BM_StaticEpLayer(benchmark::State& state) {
   const Plan plan = StaticEp().plan(rec, c);
   const std::vector<std::int64_t> local(ep, 4096);
   std::size_t events = 0;
+  Time_ps layer_ps = 0;
   for (auto _ : state) {
     const LayerResult r = simulate_layer(hw, model, plan, local, true);
     events = r.timeline.events.size();
+    layer_ps = r.layer_ps();
     benchmark::DoNotOptimize(r.forward_ps);
   }
   state.counters["timeline_events"] = static_cast<double>(events);
+  state.counters["layer_us"] = ps_to_us(layer_ps);
   state.counters["layers_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 }  // namespace
 
 BENCHMARK(BM_StaticEpLayer)
-    ->ArgNames({"ep", "copies"})
-    ->ArgsProduct({{8, 16, 64, 128}, {0, 2}})
-    ->Args({256, 2})
+    ->ArgNames({"ep", "copies", "epoch_tol_1e4"})
+    ->ArgsProduct({{8, 16, 64, 128}, {0, 2}, {0, 10, 20, 50, 100}})
+    ->Args({256, 2, 0})
+    ->Args({256, 2, 10})
     ->Unit(benchmark::kMillisecond);
