@@ -45,11 +45,14 @@ int validate_command(const std::vector<std::string>& args) {
 
   const HardwareSpec hw = load_hardware(hardware_path);
   const ModelSpec model = load_model(model_path);
-  const std::vector<Plan> plans = read_plans_jsonl(plans_path);
+  // Every plan is checked here, but only where each one starts is kept: a plan is read back when its
+  // measured record comes, so memory follows the measured records, not the plans file.
+  PlansIndex plans(plans_path);
   const MeasuredTimeline measured = read_measured_timeline(measured_path);
   OutputFolder folder(output, overwrite);
-  const ValidationReport report =
-      validate_measurements(plans, measured, hw, model, backward, plans_path, measured_path);
+  const ValidationReport report = validate_measurements(
+      [&](const RecordId& id) { return plans.find(id.step, id.micro_batch, id.layer); }, measured, hw, model,
+      backward, plans_path, measured_path);
 
   write_tasks_csv(folder.open("tasks.csv"), report);
   write_layers_csv(folder.open("layers.csv"), report);

@@ -191,16 +191,26 @@ ValidationReport validate_measurements(const std::vector<Plan>& plans, const Mea
                                        const std::string& plans_path, const std::string& measured_path) {
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const Plan*> by_id;
   for (const auto& p : plans) by_id[{p.step, p.micro_batch, p.layer}] = &p;
+  const PlanLookup find_plan = [&](const RecordId& id) -> std::optional<Plan> {
+    const auto it = by_id.find(key(id));
+    if (it == by_id.end()) return std::nullopt;
+    return *it->second;
+  };
+  return validate_measurements(find_plan, measured, hw, model, backward, plans_path, measured_path);
+}
+
+ValidationReport validate_measurements(const PlanLookup& find_plan, const MeasuredTimeline& measured,
+                                       const HardwareSpec& hw, const ModelSpec& model, bool backward,
+                                       const std::string& plans_path, const std::string& measured_path) {
   ValidationReport report;
   report.gpu_name = measured.gpu_name;
   for (std::size_t r = 0; r < measured.records.size(); ++r) {
     const MeasuredRecord& rec = measured.records[r];
     const RecordId id{rec.step, rec.micro_batch, rec.layer};
     const std::string place = "records[" + std::to_string(r) + "]";
-    const auto it = by_id.find(key(id));
-    if (it == by_id.end())
-      throw InputError(measured_path, place, "no plan for " + record_text(id) + " in " + plans_path);
-    const Plan& plan = *it->second;
+    const std::optional<Plan> found = find_plan(id);
+    if (!found) throw InputError(measured_path, place, "no plan for " + record_text(id) + " in " + plans_path);
+    const Plan& plan = *found;
     const std::string plan_place = record_text(id);
     if (plan.num_gpus < 1 || plan.num_gpus > hw.nodes * hw.gpus_per_node)
       throw InputError(plans_path, plan_place,

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,9 +99,17 @@ void add_record(ValidationReport& report, const RecordId& id, const std::vector<
 /// Computes kinds and goals from tasks and layers (call once all records are in).
 void finish_report(ValidationReport& report);
 
-/// The whole comparison. Throws InputError (naming `measured_path` and the record) when a measured
-/// record has no plan or uses a GPU the plan does not have, and (naming `plans_path`) when a plan does
-/// not fit the model or the hardware.
+/// The plan for a record, or nullopt when there is none.
+using PlanLookup = std::function<std::optional<Plan>(const RecordId&)>;
+
+/// The whole comparison, record by record in the measured file's order: each record's plan is looked
+/// up, simulated and compared, then dropped, so only the measured records' results are held. Throws
+/// InputError (naming `measured_path` and the record) when a measured record has no plan or uses a GPU
+/// the plan does not have, and (naming `plans_path`) when a plan does not fit the model or the hardware.
+ValidationReport validate_measurements(const PlanLookup& find_plan, const MeasuredTimeline& measured,
+                                       const HardwareSpec& hw, const ModelSpec& model, bool backward,
+                                       const std::string& plans_path, const std::string& measured_path);
+/// The same with plans in memory.
 ValidationReport validate_measurements(const std::vector<Plan>& plans, const MeasuredTimeline& measured,
                                        const HardwareSpec& hw, const ModelSpec& model, bool backward,
                                        const std::string& plans_path, const std::string& measured_path);
