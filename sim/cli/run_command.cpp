@@ -54,26 +54,8 @@ void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node)
   }
 }
 
-/// Tokens each rank feeds the record's layer: its assignments over top-k, as the replay counts them.
-std::vector<std::int64_t> local_tokens(const LayerOutcome& o) {
-  const int n = o.plan.num_gpus;
-  const int experts = static_cast<int>(o.header.num_experts);
-  std::vector<std::int64_t> tokens(n, 0);
-  for (int s = 0; s < n; ++s) {
-    std::int64_t assignments = 0;
-    for (int e = 0; e < experts; ++e) assignments += o.record.count(s, e, experts);
-    tokens[s] = assignments / static_cast<std::int64_t>(o.header.top_k);
-  }
-  return tokens;
-}
-
 /// Adds one record to the step prediction, with the oracle's bound for the same work as its floor.
-void add_step_record(StepAccumulator& step, const ExperimentSpec& spec, const LayerOutcome& o) {
-  const std::vector<std::int64_t> tokens = local_tokens(o);
-  step.add(tokens, o.result,
-           oracle_bound(o.record, spec.hardware, spec.model, spec.ep_degree, tokens,
-                        static_cast<int>(o.header.top_k), spec.backward));
-}
+void add_step_record(StepAccumulator& step, const LayerOutcome& o) { step.add(o.local_tokens, o.result, o.bound); }
 
 }  // namespace
 
@@ -140,7 +122,7 @@ int run_command(const std::vector<std::string>& args) {
       ++drawn;
     }
     summary.add(o.metrics);
-    if (step) add_step_record(*step, spec, o);
+    if (step) add_step_record(*step, o);
   }, threads > 0 ? static_cast<unsigned>(threads) : cores);
   timeline.close();
 

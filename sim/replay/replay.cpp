@@ -47,6 +47,7 @@ struct RecordWork {
   Plan plan;
   bool warmup = false;  ///< the balancer's steady state, read right after it planned this record
   LayerResult result;
+  LayerBound bound;
   LayerMetrics metrics;
 };
 
@@ -145,15 +146,15 @@ void simulate_record(const ReplayShared& shared, RecordWork& w) {
   in.plan = &w.plan;
   in.result = &w.result;
   // The oracle: computed, not simulated (sim/balancers/oracle.hpp).
-  const LayerBound bound = oracle_bound(w.record, spec.hardware, spec.model, spec.ep_degree, w.local_tokens,
-                                        static_cast<int>(header.top_k), spec.backward);
-  in.bound = &bound;
+  w.bound = oracle_bound(w.record, spec.hardware, spec.model, spec.ep_degree, w.local_tokens,
+                         static_cast<int>(header.top_k), spec.backward);
+  in.bound = &w.bound;
   in.warmup = w.warmup;
   w.metrics = compute_layer_metrics(in);
 }
 
 LayerOutcome outcome(const ReplayShared& shared, const RecordWork& w) {
-  return LayerOutcome{shared.header, w.record, w.plan, w.result, w.metrics};
+  return LayerOutcome{shared.header, w.record, w.plan, w.result, w.metrics, w.local_tokens, w.bound};
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "sim/core/input_error.hpp"
 #include "sim/hardware/experiment_spec.hpp"
@@ -30,6 +32,8 @@ struct LayerOutcome {
   const Plan& plan;
   const LayerResult& result;
   const LayerMetrics& metrics;
+  const std::vector<std::int64_t>& local_tokens;  ///< tokens each rank feeds the layer (assignments / top-k)
+  const LayerBound& bound;                        ///< the oracle's bound for the record
 };
 
 /// Replays `spec`'s trace (at most spec.max_records records when > 0) and calls `on_layer` for each.
