@@ -7,16 +7,26 @@ namespace epsim {
 OrderedPool::OrderedPool(unsigned threads) {
   const unsigned n = std::max(1u, threads);
   workers_.reserve(n);
-  for (unsigned t = 0; t < n; ++t) workers_.emplace_back([this] { work(); });
+  try {
+    for (unsigned t = 0; t < n; ++t) workers_.emplace_back([this] { work(); });
+  } catch (...) {
+    // A thread that could not start: the destructor does not run for a half-built pool, so the
+    // workers already started are stopped here.
+    stop();
+    throw;
+  }
 }
 
-OrderedPool::~OrderedPool() {
+OrderedPool::~OrderedPool() { stop(); }
+
+void OrderedPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   job_ready_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void OrderedPool::push(std::function<void()> job) {

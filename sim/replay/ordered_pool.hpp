@@ -39,6 +39,8 @@ class OrderedPool {
   };
 
   void work();
+  /// Stops the workers after the jobs they are running and joins them.
+  void stop();
 
   mutable std::mutex mutex_;
   std::condition_variable job_ready_;  ///< a job was pushed, or the pool is stopping
