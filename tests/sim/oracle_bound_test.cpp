@@ -99,8 +99,8 @@ RandomCase random_case(std::uint32_t seed) {
   c.hw.gemm.row_alignment = pick(0, 1) == 0 ? 1 : 16;
   c.hw.gemm.launch_us = 3;
   c.hw.gpu.hbm_GBps = 3000;
-  c.hw.nvlink = {pick(100, 450), 1};
-  c.hw.infiniband = {pick(12, 50), 3};
+  c.hw.nvlink = {static_cast<double>(pick(100, 450)), 1};
+  c.hw.infiniband = {static_cast<double>(pick(12, 50)), 3};
   c.hw.ep_backend.internode_route = pick(0, 1) == 0 ? "direct" : "rail_forward";
   c.hw.ep_backend.nvlink_efficiency = 0.8;
   c.hw.ep_backend.ib_efficiency = 0.9;
