@@ -112,7 +112,8 @@ struct SplitScratch {
   std::vector<std::int64_t> room;  ///< per instance, what is left of its quota
   std::vector<std::int64_t> frac;  ///< per instance, the remainder of its proportional share
   std::vector<int> tie;            ///< per instance, its rank among equal remainders (lower first)
-  std::vector<int> order;          ///< instances taking part in a source's split
+  std::vector<int> eligible;       ///< the instances that the sources split their tokens over
+  std::vector<int> order;          ///< `eligible` while the extra tokens are handed out
 };
 
 /// a / b, remainder in `rem`, for a >= 0 and b > 0. Below 2^53 the quotient comes from b's reciprocal
@@ -138,6 +139,10 @@ std::int64_t divide(std::int64_t a, std::int64_t b, double reciprocal, std::int6
   return q;
 }
 
+std::size_t count_nonzero(const std::int64_t* cells, std::size_t size) {
+  return size - static_cast<std::size_t>(std::count(cells, cells + size, std::int64_t{0}));
+}
+
 /// Tokens of expert e from each source rank to each of its k instances: out[s * k + i], which must be
 /// zero on entry. `gpus` lists the instances' GPUs in the kernel's order (the master, then the copies as
 /// the oracle made them). Locality first (each instance's host keeps its own tokens up to the quota),
@@ -161,7 +166,15 @@ std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts,
     }
   }
   const std::int64_t total_room = std::accumulate(room, room + k, std::int64_t{0});
-  const double reciprocal = total_room > 0 ? 1.0 / static_cast<double>(total_room) : 0.0;
+  if (total_room == 0) return count_nonzero(out, static_cast<std::size_t>(n) * k);  // every source kept its own
+  const double reciprocal = 1.0 / static_cast<double>(total_room);
+  // With locality, a source that hosts an instance has either kept all its tokens there or filled
+  // that instance's quota, so every source with tokens left splits them over the same instances: those
+  // with room. Without locality, over all of them.
+  int* eligible = w.eligible.data();
+  int m = 0;
+  for (int i = 0; i < k; ++i)
+    if (!locality_aware || room[i] > 0) eligible[m++] = i;
   std::int64_t* frac = w.frac.data();
   // Equal remainders go to the lower host GPU with locality (an expert's instances are on distinct
   // GPUs, so that decides), to the lower instance without: a strict order, so the instances that get
@@ -169,33 +182,56 @@ std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts,
   int* tie = w.tie.data();
   for (int i = 0; i < k; ++i) tie[i] = locality_aware ? gpus[i] : i;
   auto before = [&](int a, int b) { return frac[a] != frac[b] ? frac[a] > frac[b] : tie[a] < tie[b]; };
-  std::vector<int>& order = w.order;
   for (int s = 0; s < n; ++s) {
     if (left[s] == 0) continue;
     std::int64_t* row = out + static_cast<std::size_t>(s) * k;
+    if (m == 1) {  // its room is all the room there is: the whole share, nothing left over
+      row[eligible[0]] += left[s];
+      continue;
+    }
+    // All but the last eligible instance by division. The rooms add up to total_room, so the last
+    // one's share and remainder follow from the sums: with R the others' remainders, the source has
+    // extra = ceil(R / total_room) tokens left over (fewer than m), the last instance takes what the
+    // others' shares and the extra tokens leave, and its remainder is extra * total_room - R.
     std::int64_t given = 0;
-    order.clear();
-    for (int i = 0; i < k; ++i) {
-      if (locality_aware && (gpus[i] == s || room[i] <= 0)) continue;
+    std::int64_t rest = 0;
+    for (int t = 0; t + 1 < m; ++t) {
+      const int i = eligible[t];
       // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
       const std::int64_t share = divide(left[s] * room[i], total_room, reciprocal, frac[i]);
       row[i] += share;
       given += share;
-      order.push_back(i);
+      rest += frac[i];
     }
-    // The remainders add up to `extra` times total_room, so fewer than order.size() instances get one
-    // token more: the `extra` first in `before`'s order.
-    const std::int64_t extra = left[s] - given;
+    std::int64_t extra = 0;
+    while (extra * total_room < rest) ++extra;
+    const int last = eligible[m - 1];
+    row[last] += left[s] - given - extra;
+    frac[last] = extra * total_room - rest;
+    // The `extra` first instances in `before`'s order get one token more.
     if (extra == 0) continue;
     if (extra == 1) {
-      ++row[*std::min_element(order.begin(), order.end(), before)];
+      int best = eligible[0];
+      for (int t = 1; t < m; ++t)
+        if (before(eligible[t], best)) best = eligible[t];
+      ++row[best];
       continue;
     }
-    std::nth_element(order.begin(), order.begin() + (extra - 1), order.end(), before);
+    if (extra == m - 1) {  // all but the last in that order
+      int worst = eligible[0];
+      for (int t = 0; t < m; ++t) {
+        ++row[eligible[t]];
+        if (before(worst, eligible[t])) worst = eligible[t];
+      }
+      --row[worst];
+      continue;
+    }
+    int* order = w.order.data();
+    std::copy(eligible, eligible + m, order);
+    std::nth_element(order, order + (extra - 1), order + m, before);
     for (std::int64_t r = 0; r < extra; ++r) ++row[order[r]];
   }
-  const std::size_t cells = static_cast<std::size_t>(n) * k;
-  return cells - static_cast<std::size_t>(std::count(out, out + cells, std::int64_t{0}));
+  return count_nonzero(out, static_cast<std::size_t>(n) * k);
 }
 
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
@@ -431,7 +467,8 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   scratch.room.resize(most_instances);
   scratch.frac.resize(most_instances);
   scratch.tie.resize(most_instances);
-  scratch.order.reserve(most_instances);
+  scratch.eligible.resize(most_instances);
+  scratch.order.resize(most_instances);
   std::vector<int> gpus(most_instances);
   std::vector<std::int64_t> quotas(most_instances);
   for (int e = 0; e < experts; ++e) {
