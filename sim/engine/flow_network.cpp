@@ -62,6 +62,9 @@ void FlowNetwork::set_sharing(const Sharing& sharing) {
   if (!(sharing.tolerance >= 0 && sharing.tolerance < 1)) {
     throw std::invalid_argument("FlowNetwork: the epoch tolerance must be in [0, 1)");
   }
+  if (!(sharing.min_batch >= 0) || !std::isfinite(sharing.min_batch)) {
+    throw std::invalid_argument("FlowNetwork: the epochs' min_batch must be finite and >= 0");
+  }
   sharing_ = sharing;
 }
 
@@ -168,6 +171,7 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
   f.started_ps = queue_.now_ps();
   f.last_update_ps = f.started_ps;
   f.event = 0;
+  f.solved_with = 0;
   f.state = FlowState::kLatency;
   FlowHot& h = hot_[static_cast<std::size_t>(slot)];
   h.rate = 0;
@@ -268,7 +272,7 @@ void FlowNetwork::detach(std::int32_t slot) {
   }
   removed_min_rate_ = std::min(removed_min_rate_, rate);
   if (!roots_.empty()) {
-    request_solve(solve_due_ps(f.bytes, rate));
+    request_solve(solve_due_ps(slot, rate));
   } else {
     // Every remaining flow still has a bottleneck: the rates are max-min fair as they are.
     seeds_.clear();
@@ -325,13 +329,19 @@ void FlowNetwork::request_solve(Time_ps at_ps) {
   }
 }
 
-Time_ps FlowNetwork::solve_due_ps(double bytes, double rate) const {
+Time_ps FlowNetwork::solve_due_ps(std::int32_t slot, double rate) const {
   // The flows that lost their bottleneck keep their rates until the solve, and the links of the
   // ended flow carry `rate` less than they could meanwhile: waiting tolerance x bytes / rate leaves
-  // at most tolerance x bytes of capacity idle on each of them.
+  // at most tolerance x bytes of capacity idle on each of them. Other ends share the wait in
+  // proportion to the flows a solve there re-solves; below 1 / tolerance of them, waiting would
+  // only merge solves of unrelated parts of the network into larger ones.
+  const Flow& f = flows_[static_cast<std::size_t>(slot)];
   const Time_ps now = queue_.now_ps();
-  if (sharing_.mode == SharingMode::exact || !(rate > 0)) return now;
-  const double wait_ps = std::floor(sharing_.tolerance * bytes / rate);
+  if (sharing_.mode == SharingMode::exact || !(rate > 0) ||
+      static_cast<double>(f.solved_with) * sharing_.tolerance < sharing_.min_batch) {
+    return now;
+  }
+  const double wait_ps = std::floor(sharing_.tolerance * f.bytes / rate);
   const double horizon_ps = static_cast<double>(kMaxTime_ps - now);
   return wait_ps < horizon_ps ? now + static_cast<Time_ps>(wait_ps) : kMaxTime_ps;
 }
@@ -355,6 +365,11 @@ void FlowNetwork::solve() {
     do {
       collect_region(threshold);
     } while (!fill_region() || !watched_links_fit());
+    if (sharing_.mode == SharingMode::epochs) {
+      for (std::int32_t slot : region_flows_) {
+        flows_[static_cast<std::size_t>(slot)].solved_with = static_cast<std::uint32_t>(region_flows_.size());
+      }
+    }
     for (std::int32_t slot : region_flows_) {
       const FlowHot& h = hot_[static_cast<std::size_t>(slot)];
       if (std::fabs(h.new_rate - h.rate) <= kSameRateTol * std::max(h.new_rate, h.rate)) continue;

@@ -15,7 +15,10 @@
 //
 //  * epochs: a flow that enters its transfer phase is solved at once, but the re-solve after a flow
 //    ends may wait up to `tolerance` x (that flow's bytes / its last rate); a re-solve that runs
-//    earlier for any reason takes every waiting change along. Until then the flows the ended one
+//    earlier for any reason takes every waiting change along. Waiting pays only where a solve is
+//    large: the ends that fall in one wait are about `tolerance` x the flows of a solve, so an end
+//    waits only if the last solve of the ended flow re-solved at least `min_batch` / `tolerance`
+//    flows. Until then the flows the ended one
 //    would speed up keep their rates, which stay feasible (an end only frees capacity). The error
 //    is capacity left idle: on each link at most the ended flow's rate for its wait, that is at most
 //    `tolerance` x its bytes. Summed over the flows a link carries, a link idles for waiting at most
@@ -53,6 +56,9 @@ class FlowNetwork {
     /// epochs: the re-solve after a flow ends waits at most this fraction of that flow's bytes / its
     /// last rate. In [0, 1); 0 re-solves at once, as exact.
     double tolerance = 0.001;
+    /// epochs: an end waits only if the last solve of the ended flow re-solved at least
+    /// min_batch / tolerance flows (>= 0; 0: every end waits).
+    double min_batch = 1;
   };
 
   explicit FlowNetwork(EventQueue& queue);
@@ -109,6 +115,7 @@ class FlowNetwork {
     Time_ps last_update_ps = 0;
     EventQueue::Handle event = 0;  ///< end of latency, then completion
     std::uint32_t generation = 1;
+    std::uint32_t solved_with = 0;  ///< epochs: flows its last solve re-solved (itself included)
     FlowState state = FlowState::kFree;
   };
   /// What the solver reads for every flow it meets, packed apart from the rest for the cache.
@@ -180,8 +187,8 @@ class FlowNetwork {
   void schedule_completion(std::int32_t slot);
   /// Runs the solve at `at_ps` (>= now), or earlier if one is already due before.
   void request_solve(Time_ps at_ps);
-  /// When the re-solve after the end of a flow of `bytes` at `rate` (bytes/ps) is due.
-  Time_ps solve_due_ps(double bytes, double rate) const;
+  /// When the re-solve after the end of the flow in `slot`, at `rate` (bytes/ps), is due.
+  Time_ps solve_due_ps(std::int32_t slot, double rate) const;
   void solve();
   void collect_region(double threshold);
   void add_to_region(std::int32_t slot);

@@ -69,7 +69,8 @@ void BM_StaticEpLayer(benchmark::State& state) {
 
 BENCHMARK(BM_StaticEpLayer)
     ->ArgNames({"ep", "copies", "epoch_tol_1e4"})
-    ->ArgsProduct({{8, 16, 64, 128}, {0, 2}, {0, 10, 20, 50, 100}})
+    ->ArgsProduct({{8, 16, 64, 128}, {0, 2}, {0, 10, 50}})
     ->Args({256, 2, 0})
     ->Args({256, 2, 10})
+    ->Args({256, 2, 50})
     ->Unit(benchmark::kMillisecond);
