@@ -106,16 +106,6 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
   return true;
 }
 
-/// What split_by_quota needs besides its inputs, sized once per plan.
-struct SplitScratch {
-  std::vector<std::int64_t> left;  ///< per source, its tokens not yet given to an instance
-  std::vector<std::int64_t> room;  ///< per instance, what is left of its quota
-  std::vector<std::int64_t> frac;  ///< per instance, the remainder of its proportional share
-  std::vector<int> tie;            ///< per instance, its rank among equal remainders (lower first)
-  std::vector<int> eligible;       ///< the instances that the sources split their tokens over
-  std::vector<int> order;          ///< `eligible` while the extra tokens are handed out
-};
-
 /// a / b, remainder in `rem`, for a >= 0 and b > 0. Below 2^53 the quotient comes from b's reciprocal
 /// in double precision and is then corrected to the exact one (it is off by a few units at most): a
 /// multiplication instead of a 64-bit division, which is several times slower and is done for every
@@ -139,100 +129,100 @@ std::int64_t divide(std::int64_t a, std::int64_t b, double reciprocal, std::int6
   return q;
 }
 
-std::size_t count_nonzero(const std::int64_t* cells, std::size_t size) {
-  return size - static_cast<std::size_t>(std::count(cells, cells + size, std::int64_t{0}));
+/// One instance of an expert with copies.
+struct SplitInstance {
+  int gpu = 0;
+  int instance = 0;  ///< its index in the plan
+  std::int64_t quota = 0;
+  std::int64_t room = 0;  ///< what is left of the quota once its host has kept its own tokens (locality)
+  int tie = 0;            ///< its rank among equal remainders (lower first)
+};
+
+/// How the sources split an expert's tokens over its instances, worked out once per plan so that each
+/// source's split is computed where its routes are written. Locality first: each instance's host keeps
+/// its own tokens up to the quota. Then every source splits what is left over the other instances in
+/// proportion to their remaining quotas (their room), largest remainder first (ties: lower host GPU,
+/// then lower instance). Without locality every source splits all its tokens in proportion to the
+/// quotas (ties: lower instance).
+struct ExpertSplit {
+  const SplitInstance* instances = nullptr;  ///< the master, then the copies as the oracle made them
+  int k = 0;
+  /// With locality, a source that hosts an instance has either kept all its tokens there or filled
+  /// that instance's quota, so every source with tokens left splits them over the same instances: those
+  /// with room. Without locality, over all of them. eligible[0 .. m) index `instances`.
+  const int* eligible = nullptr;
+  int m = 0;
+  std::int64_t total_room = 0;  ///< the rooms' sum (every source's leftover tokens together)
+  double reciprocal = 0;
+  bool locality_aware = true;
+};
+
+/// Source s's `count` tokens of the expert over its instances: tokens[i] for instance i, with
+/// `frac` and `order` as working space (k entries each).
+void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t* tokens, std::int64_t* frac,
+                  int* order) {
+  // With locality, the instance on the source's own GPU (an expert has at most one per GPU) keeps its
+  // tokens up to its quota.
+  std::int64_t kept = 0;
+  for (int i = 0; i < x.k; ++i) {
+    tokens[i] = x.locality_aware && x.instances[i].gpu == s ? std::min(count, x.instances[i].quota) : 0;
+    kept += tokens[i];
+  }
+  const std::int64_t left = count - kept;
+  if (left == 0) return;
+  const int m = x.m;
+  const int* eligible = x.eligible;
+  if (m == 1) {  // its room is all the room there is: the whole share, nothing left over
+    tokens[eligible[0]] += left;
+    return;
+  }
+  // All but the last eligible instance by division. The rooms add up to total_room, so the last
+  // one's share and remainder follow from the sums: with R the others' remainders, the source has
+  // extra = ceil(R / total_room) tokens left over (fewer than m), the last instance takes what the
+  // others' shares and the extra tokens leave, and its remainder is extra * total_room - R.
+  const std::int64_t total = x.total_room;
+  std::int64_t given = 0;
+  std::int64_t rest = 0;
+  for (int t = 0; t + 1 < m; ++t) {
+    const int i = eligible[t];
+    // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
+    const std::int64_t share = divide(left * x.instances[i].room, total, x.reciprocal, frac[i]);
+    tokens[i] += share;
+    given += share;
+    rest += frac[i];
+  }
+  std::int64_t extra = 0;
+  while (extra * total < rest) ++extra;
+  const int last = eligible[m - 1];
+  tokens[last] += left - given - extra;
+  frac[last] = extra * total - rest;
+  // The `extra` first instances in this order get one token more: a strict order (an expert's
+  // instances are on distinct GPUs), so they are one set however they are selected.
+  auto before = [&](int a, int b) {
+    return frac[a] != frac[b] ? frac[a] > frac[b] : x.instances[a].tie < x.instances[b].tie;
+  };
+  if (extra == 0) return;
+  if (extra == 1) {
+    int best = eligible[0];
+    for (int t = 1; t < m; ++t)
+      if (before(eligible[t], best)) best = eligible[t];
+    ++tokens[best];
+    return;
+  }
+  if (extra == m - 1) {  // all but the last in that order
+    int worst = eligible[0];
+    for (int t = 0; t < m; ++t) {
+      ++tokens[eligible[t]];
+      if (before(worst, eligible[t])) worst = eligible[t];
+    }
+    --tokens[worst];
+    return;
+  }
+  std::copy(eligible, eligible + m, order);
+  std::nth_element(order, order + (extra - 1), order + m, before);
+  for (std::int64_t r = 0; r < extra; ++r) ++tokens[order[r]];
 }
 
-/// Tokens of expert e from each source rank to each of its k instances: out[s * k + i], which must be
-/// zero on entry. `gpus` lists the instances' GPUs in the kernel's order (the master, then the copies as
-/// the oracle made them). Locality first (each instance's host keeps its own tokens up to the quota),
-/// then every source splits what is left over the other instances in proportion to their remaining
-/// quotas, largest remainder first (ties: lower host GPU, then lower instance). Without locality every
-/// source splits all its tokens in proportion to the quotas (ties: lower instance). Returns the number
-/// of non-zero entries (the expert's routes).
-std::size_t split_by_quota(const std::uint32_t* counts, int expert, int experts, int n, const int* gpus,
-                           const std::int64_t* quotas, int k, bool locality_aware, std::int64_t* out,
-                           SplitScratch& w) {
-  std::vector<std::int64_t>& left = w.left;
-  for (int s = 0; s < n; ++s) left[s] = counts[static_cast<std::size_t>(s) * experts + expert];
-  std::int64_t* room = w.room.data();
-  std::copy(quotas, quotas + k, room);
-  if (locality_aware) {
-    for (int i = 0; i < k; ++i) {
-      const std::int64_t take = std::min(left[gpus[i]], room[i]);
-      out[static_cast<std::size_t>(gpus[i]) * k + i] += take;
-      left[gpus[i]] -= take;
-      room[i] -= take;
-    }
-  }
-  const std::int64_t total_room = std::accumulate(room, room + k, std::int64_t{0});
-  if (total_room == 0) return count_nonzero(out, static_cast<std::size_t>(n) * k);  // every source kept its own
-  const double reciprocal = 1.0 / static_cast<double>(total_room);
-  // With locality, a source that hosts an instance has either kept all its tokens there or filled
-  // that instance's quota, so every source with tokens left splits them over the same instances: those
-  // with room. Without locality, over all of them.
-  int* eligible = w.eligible.data();
-  int m = 0;
-  for (int i = 0; i < k; ++i)
-    if (!locality_aware || room[i] > 0) eligible[m++] = i;
-  std::int64_t* frac = w.frac.data();
-  // Equal remainders go to the lower host GPU with locality (an expert's instances are on distinct
-  // GPUs, so that decides), to the lower instance without: a strict order, so the instances that get
-  // one token more are one set however they are selected.
-  int* tie = w.tie.data();
-  for (int i = 0; i < k; ++i) tie[i] = locality_aware ? gpus[i] : i;
-  auto before = [&](int a, int b) { return frac[a] != frac[b] ? frac[a] > frac[b] : tie[a] < tie[b]; };
-  for (int s = 0; s < n; ++s) {
-    if (left[s] == 0) continue;
-    std::int64_t* row = out + static_cast<std::size_t>(s) * k;
-    if (m == 1) {  // its room is all the room there is: the whole share, nothing left over
-      row[eligible[0]] += left[s];
-      continue;
-    }
-    // All but the last eligible instance by division. The rooms add up to total_room, so the last
-    // one's share and remainder follow from the sums: with R the others' remainders, the source has
-    // extra = ceil(R / total_room) tokens left over (fewer than m), the last instance takes what the
-    // others' shares and the extra tokens leave, and its remainder is extra * total_room - R.
-    std::int64_t given = 0;
-    std::int64_t rest = 0;
-    for (int t = 0; t + 1 < m; ++t) {
-      const int i = eligible[t];
-      // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
-      const std::int64_t share = divide(left[s] * room[i], total_room, reciprocal, frac[i]);
-      row[i] += share;
-      given += share;
-      rest += frac[i];
-    }
-    std::int64_t extra = 0;
-    while (extra * total_room < rest) ++extra;
-    const int last = eligible[m - 1];
-    row[last] += left[s] - given - extra;
-    frac[last] = extra * total_room - rest;
-    // The `extra` first instances in `before`'s order get one token more.
-    if (extra == 0) continue;
-    if (extra == 1) {
-      int best = eligible[0];
-      for (int t = 1; t < m; ++t)
-        if (before(eligible[t], best)) best = eligible[t];
-      ++row[best];
-      continue;
-    }
-    if (extra == m - 1) {  // all but the last in that order
-      int worst = eligible[0];
-      for (int t = 0; t < m; ++t) {
-        ++row[eligible[t]];
-        if (before(worst, eligible[t])) worst = eligible[t];
-      }
-      --row[worst];
-      continue;
-    }
-    int* order = w.order.data();
-    std::copy(eligible, eligible + m, order);
-    std::nth_element(order, order + (extra - 1), order + m, before);
-    for (std::int64_t r = 0; r < extra; ++r) ++row[order[r]];
-  }
-  return count_nonzero(out, static_cast<std::size_t>(n) * k);
-}
 
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
 /// working space; plan() passes the same one for every domain so that its buffers are allocated once.
@@ -444,49 +434,60 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
 
-  // Each split expert's tokens per (source, instance), in one buffer: expert e's k = 1 + copies
-  // entries per source start at split_at[e]. Its instances' GPUs and quotas go to `gpus` and `quotas`
-  // (master first). Experts without copies route their counts as they are.
-  std::vector<std::size_t> split_at(experts, 0);
-  std::size_t split_size = 0;
-  std::size_t num_routes = 0;
+  // Each expert with copies: its instances (split_instances[copy_begin[e] + e_index ...], k = 1 +
+  // copies of them) and its split, in `splits`; split_of[e] is its index there, -1 without copies.
+  const bool locality = params_.locality_aware;
+  std::vector<int> split_of(experts, -1);
+  std::vector<ExpertSplit> splits;
+  std::vector<SplitInstance> split_instances;
+  std::vector<int> eligible;
   int most_instances = 1;
-  for (int e = 0; e < experts; ++e) {
-    const int k = 1 + copy_begin[e + 1] - copy_begin[e];
-    if (k == 1) {
-      num_routes += static_cast<std::size_t>(senders[e]);
-      continue;
+  for (int e = 0; e < experts; ++e)
+    if (copy_begin[e + 1] > copy_begin[e]) {
+      split_of[e] = static_cast<int>(splits.size());
+      splits.emplace_back();
+      most_instances = std::max(most_instances, 1 + copy_begin[e + 1] - copy_begin[e]);
     }
-    split_at[e] = split_size;
-    split_size += static_cast<std::size_t>(n) * k;
-    most_instances = std::max(most_instances, k);
-  }
-  std::vector<std::int64_t> split(split_size, 0);
-  SplitScratch scratch;
-  scratch.left.resize(n);
-  scratch.room.resize(most_instances);
-  scratch.frac.resize(most_instances);
-  scratch.tie.resize(most_instances);
-  scratch.eligible.resize(most_instances);
-  scratch.order.resize(most_instances);
-  std::vector<int> gpus(most_instances);
-  std::vector<std::int64_t> quotas(most_instances);
-  for (int e = 0; e < experts; ++e) {
-    const int k = 1 + copy_begin[e + 1] - copy_begin[e];
-    if (k == 1) continue;
-    gpus[0] = home[e];
-    quotas[0] = master_quota[e];
-    std::copy(copy_gpu.begin() + copy_begin[e], copy_gpu.begin() + copy_begin[e + 1], gpus.begin() + 1);
-    std::copy(copy_quota.begin() + copy_begin[e], copy_quota.begin() + copy_begin[e + 1], quotas.begin() + 1);
-    num_routes += split_by_quota(counts, e, experts, n, gpus.data(), quotas.data(), k, params_.locality_aware,
-                                 split.data() + split_at[e], scratch);
+  split_instances.resize(splits.size() + copies);
+  eligible.resize(splits.size() + copies);
+  for (int e = 0, first = 0; e < experts; ++e) {
+    if (split_of[e] < 0) continue;
+    ExpertSplit& x = splits[split_of[e]];
+    x.k = 1 + copy_begin[e + 1] - copy_begin[e];
+    SplitInstance* inst = split_instances.data() + first;
+    inst[0].gpu = home[e];
+    inst[0].instance = e;
+    inst[0].quota = master_quota[e];
+    for (int i = 1; i < x.k; ++i) {
+      const int j = copy_begin[e] + i - 1;
+      inst[i].gpu = copy_gpu[j];
+      inst[i].instance = experts + j;
+      inst[i].quota = copy_quota[j];
+    }
+    int* elig = eligible.data() + first;
+    for (int i = 0; i < x.k; ++i) {
+      const std::int64_t own = locality ? counts[static_cast<std::size_t>(inst[i].gpu) * experts + e] : 0;
+      inst[i].room = inst[i].quota - std::min(own, inst[i].quota);
+      inst[i].tie = locality ? inst[i].gpu : i;
+      x.total_room += inst[i].room;
+      if (!locality || inst[i].room > 0) elig[x.m++] = i;
+    }
+    x.instances = inst;
+    x.eligible = elig;
+    x.reciprocal = x.total_room > 0 ? 1.0 / static_cast<double>(x.total_room) : 0.0;
+    x.locality_aware = locality;
+    first += x.k;
   }
 
-  // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
-  // They are written in place through a pointer into the vector sized beforehand: appending them one
-  // by one (a capacity check, a default-constructed route and a size update each) cost more than the
-  // rest of plan().
-  plan.routes.resize(num_routes);
+  // Routes source by source, expert by expert, instance by instance (master first), zeros left out,
+  // each split where its routes are written. They are written in place through a pointer into the
+  // vector sized beforehand for the most there can be (a sending source reaches at most each instance
+  // of the expert) and then cut to those written: appending them one by one (a capacity check, a
+  // default-constructed route and a size update each) cost more than the rest of plan().
+  std::size_t most_routes = 0;
+  for (int e = 0; e < experts; ++e)
+    most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
+  plan.routes.resize(most_routes);
   TokenRoute* route = plan.routes.data();
   auto add_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
     route->src_rank = src;
@@ -495,24 +496,23 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
     ++route;
   };
+  std::vector<std::int64_t> tokens(most_instances), frac(most_instances);
+  std::vector<int> order(most_instances);
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
-      const int k = 1 + copy_begin[e + 1] - copy_begin[e];
-      if (k == 1) {
-        if (row[e] != 0) add_route(s, e, row[e], home[e]);
+      if (row[e] == 0) continue;
+      if (split_of[e] < 0) {
+        add_route(s, e, row[e], home[e]);
         continue;
       }
-      const std::int64_t* tokens = split.data() + split_at[e] + static_cast<std::size_t>(s) * k;
-      if (tokens[0] != 0) add_route(s, e, tokens[0], home[e]);
-      for (int i = 1; i < k; ++i) {
-        const int j = copy_begin[e] + i - 1;
-        if (tokens[i] != 0) add_route(s, experts + j, tokens[i], copy_gpu[j]);
-      }
+      const ExpertSplit& x = splits[split_of[e]];
+      split_source(x, s, row[e], tokens.data(), frac.data(), order.data());
+      for (int i = 0; i < x.k; ++i)
+        if (tokens[i] != 0) add_route(s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
     }
   }
-  // The count above and the routes written agree by construction; a difference is a bug here.
-  if (route != plan.routes.data() + plan.routes.size()) throw std::logic_error("ultraep: route count mismatch");
+  plan.routes.resize(static_cast<std::size_t>(route - plan.routes.data()));
   return plan;
 }
 
