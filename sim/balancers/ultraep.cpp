@@ -15,11 +15,12 @@ namespace epsim {
 
 namespace {
 
-// plan() runs on the critical path of every layer (UltraEP's kernel takes about 70 us at EP 64), so
-// it is written to cost little more than writing the Plan itself: no allocation inside the search's
-// loops (the oracle's state lives in Domain and is reset per cap), flat arrays indexed by expert
-// instead of a vector per expert, the counts read once in memory order, and every output vector
-// reserved at its exact size, so that a large routes vector is never copied while it grows.
+// plan() stands for a kernel on the critical path of every layer (UltraEP's takes about 70 us at EP
+// 64) and runs for every record replayed, so it is written to cost little more than writing the Plan
+// itself: no allocation inside the search's loops (the oracle's state lives in Domain and is reset
+// per cap), flat arrays indexed by expert instead of a vector per expert, the counts read in memory
+// order, each source's split computed where its routes are written, and every output vector sized
+// once, so that the large routes vector is never copied while it grows.
 
 /// One domain's loads, in domain-local GPU indices, and the oracle's state for the cap it tries.
 struct Domain {
@@ -434,8 +435,9 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
 
-  // Each expert with copies: its instances (split_instances[copy_begin[e] + e_index ...], k = 1 +
-  // copies of them) and its split, in `splits`; split_of[e] is its index there, -1 without copies.
+  // Each expert with copies gets an ExpertSplit in `splits` (split_of[e] is its index there, -1
+  // without copies); its k instances are a run of split_instances and its eligible ones a run of
+  // `eligible` at the same place.
   const bool locality = params_.locality_aware;
   std::vector<int> split_of(experts, -1);
   std::vector<ExpertSplit> splits;
