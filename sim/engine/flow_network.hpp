@@ -18,15 +18,15 @@
 //    earlier for any reason takes every waiting change along. Waiting pays only where a solve is
 //    large: the ends that fall in one wait are about `tolerance` x the flows of a solve, so an end
 //    waits only if the last solve of the ended flow re-solved at least `min_batch` / `tolerance`
-//    flows. Until then the flows the ended one
-//    would speed up keep their rates, which stay feasible (an end only frees capacity). The error
-//    is capacity left idle: on each link at most the ended flow's rate for its wait, that is at most
-//    `tolerance` x its bytes. Summed over the flows a link carries, a link idles for waiting at most
-//    `tolerance` x its bytes / its capacity, `tolerance` x its busy time. A link that is the
-//    bottleneck of a phase therefore ends it at most that much later; delays add up along chains of
-//    dependent transfers, and max-min sharing can pass a flow's delay on to others, so the bound on
-//    a layer's or a GPU's finish time is measured, not proved: tests/engine/flow_fast_path_test.cpp
-//    (random flow sets and random layers against the exact mode) and docs/performance.md.
+//    flows. While an end waits, the flows it would speed up keep their rates, which stay feasible
+//    (an end only frees capacity). The error is capacity left idle: on each link at most the ended
+//    flow's rate for its wait, that is at most `tolerance` x its bytes. Summed over the flows a
+//    link carries, a link idles for waiting at most `tolerance` x its bytes / its capacity,
+//    `tolerance` x its busy time. A link that is the bottleneck of a phase therefore ends it at most
+//    that much later; delays add up along chains of dependent transfers, and max-min sharing can
+//    pass a flow's delay on to others, so the bound on a layer's or a GPU's finish time is
+//    measured, not proved: tests/engine/flow_fast_path_test.cpp (random flow sets and random layers
+//    against the exact mode) and docs/performance.md, which also says where epochs are faster.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +64,7 @@ class FlowNetwork {
   explicit FlowNetwork(EventQueue& queue);
 
   /// Chooses the sharing mode, before the first flow starts. Throws std::invalid_argument for a
-  /// tolerance outside [0, 1).
+  /// tolerance outside [0, 1) or a negative min_batch.
   void set_sharing(const Sharing& sharing);
   const Sharing& sharing() const { return sharing_; }
   /// Rate re-solves run so far.

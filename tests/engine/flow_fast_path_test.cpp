@@ -224,7 +224,7 @@ TEST_CASE("FlowNetwork fast path: an end waits only after a solve of at least mi
   }
 }
 
-TEST_CASE("FlowNetwork fast path: a tolerance outside [0, 1) is refused") {
+TEST_CASE("FlowNetwork fast path: a negative tolerance, one of 1 or more, or a negative min_batch is refused") {
   EventQueue q;
   FlowNetwork net(q);
   CHECK_THROWS_AS(net.set_sharing(epoch_mode(-0.1)), std::invalid_argument);
