@@ -97,7 +97,7 @@ TEST_CASE("--overwrite replaces a folder epsim wrote, whole, and a user's DIR.pa
   CHECK(leftovers(dir) == std::vector<std::string>{"out.partial"});  // the user's, by name only
 }
 
-TEST_CASE("an empty folder the user made is used; missing parents are created, and removed on failure") {
+TEST_CASE("an empty folder the user made is used, missing parents are created, and removed on failure") {
   const fs::path dir = scratch_dir("safety_parents");
   write_file(dir / "exp.yaml", experiment_yaml(1));
   fs::create_directories(dir / "empty");

@@ -71,7 +71,7 @@ TEST_CASE("Wrong types are named with the key path and the value as written") {
         "t.yaml:1:4: a: expected a mapping (nested key: value lines), got '1'");
 }
 
-TEST_CASE("get_int rejects fractions and words; quoted numbers are strings") {
+TEST_CASE("get_int rejects fractions and words, quoted numbers are strings") {
   ConfigMap m = map_of("f: 2.5\nw: abc\nq: \"5\"\nl: [1]\nbig: 99999999999999999999\n");
   CHECK(error_of([&] { m.get_int("f", 0, 10); }) == "t.yaml:1:4: f: expected an integer, got '2.5'");
   CHECK(error_of([&] { m.get_int("w", 0, 10); }) == "t.yaml:2:4: w: expected an integer, got 'abc'");
@@ -81,7 +81,7 @@ TEST_CASE("get_int rejects fractions and words; quoted numbers are strings") {
         "t.yaml:5:6: big: integer out of range, got 99999999999999999999");
 }
 
-TEST_CASE("Ranges are written readably; zero is rejected where a value must be positive") {
+TEST_CASE("Ranges are written readably, zero is rejected where a value must be positive") {
   ConfigMap m = map_of("zero: 0\neff: 1.5\nneg: -1\nlarge: 3000000000\nnan: .nan\n");
   CHECK(error_of([&] { m.get_double("zero", kPositive, kHuge); }) ==
         "t.yaml:1:7: zero: expected a number > 0, got 0");
@@ -187,7 +187,7 @@ TEST_CASE("Non-mappings, duplicate keys and empty documents") {
   CHECK_NOTHROW(empty.finish());
 }
 
-TEST_CASE("get_raw keeps a block untouched; where() and fail() point at keys") {
+TEST_CASE("get_raw keeps a block untouched, where() and fail() point at keys") {
   ConfigMap m = map_of("name: x\nparams:\n  anything: [1, 2]\n  free: form\n");
   const YAML::Node raw = m.get_raw("params");
   REQUIRE(raw.IsMap());

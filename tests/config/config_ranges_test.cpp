@@ -100,7 +100,7 @@ TEST_CASE("hardware: host.kernel_launch_us is refused, not silently ignored") {
         "gemm.launch_us and a copy's enqueue is part of copy_engine.fixed_cost_us; remove the host block");
 }
 
-TEST_CASE("model: sizes within the trace format's and the engine's limits; moe_layers optional") {
+TEST_CASE("model: sizes within the trace format's and the engine's limits, moe_layers optional") {
   const auto dir = epsim::test::scratch_dir("config-ranges-model");
   epsim::test::write_file(dir / "m.yaml", kModel);
   const epsim::ModelSpec m = epsim::load_model((dir / "m.yaml").string());

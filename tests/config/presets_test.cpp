@@ -180,7 +180,7 @@ TEST_CASE("comments are read per key path, from the key's line or the lines abov
   CHECK(c.keys.at("sms") == "a top-level sms, not gpu.sms");
 }
 
-TEST_CASE("presets are found by name: or by file stem; an unknown name lists the known ones") {
+TEST_CASE("presets are found by name: or by file stem, an unknown name lists the known ones") {
   const std::vector<epsim::PresetFile> all = epsim::list_presets(models());
   std::vector<std::string> names;
   for (const auto& p : all) names.push_back(p.name);

@@ -88,7 +88,7 @@ const FidelityRow& row_with(const std::vector<FidelityRow>& rows, const std::str
 
 }  // namespace
 
-TEST_CASE("fidelity: preset predictions are the hand-worked times; leave-one-out refits without the point") {
+TEST_CASE("fidelity: preset predictions are the hand-worked times, leave-one-out refits without the point") {
   const fs::path dir = tiny_set("fidelity_rows");
   const HardwareSpec hw = load_hardware((dir / "models" / "h100-sxm-8.yaml").string());
   const std::vector<FidelityRow> rows =

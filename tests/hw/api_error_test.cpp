@@ -22,7 +22,7 @@ TEST_CASE("a failed call names the file:line, the library, the call's text and t
   CHECK(e.failure().line == 52);
 }
 
-TEST_CASE("an asynchronous error says it was only reported at this call; library detail stays on one line") {
+TEST_CASE("an asynchronous error says it was only reported at this call, library detail stays on one line") {
   ApiFailure f;
   f.api = "CUDA";
   f.call = "cudaStreamSynchronize(s)";

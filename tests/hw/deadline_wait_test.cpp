@@ -54,7 +54,7 @@ TEST_CASE("DeadlineWait: work that finishes at the deadline is done, not timed o
   CHECK(r.elapsed_s == 1.0);
 }
 
-TEST_CASE("DeadlineWait: done at once costs one poll and no sleep; a failure stops the wait") {
+TEST_CASE("DeadlineWait: done at once costs one poll and no sleep, a failure stops the wait") {
   FakeClock fake;
   const DeadlineWait wait(10.0, fake.clock(), 0.25, 1.0);
   const WaitResult now = wait.wait([] { return PollState::done; });

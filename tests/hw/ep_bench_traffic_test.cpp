@@ -61,7 +61,7 @@ TEST_CASE("a token choosing several experts on one rank is sent to it once (Deep
   CHECK(t.counted_bytes[1] == 2 * 10 * 2000.0);  // rows received from both ranks
 }
 
-TEST_CASE("node bytes count a token once per destination node; the three counted rules") {
+TEST_CASE("node bytes count a token once per destination node, the three counted rules") {
   // EP 4 on 2 nodes of 2, one expert per rank, top-4: every token reaches every rank; across nodes it
   // goes once to the other node although two of its experts live there.
   EpCommPoint p = point(4, 2, 4, 4, 10, BenchRouting::uniform);
@@ -123,7 +123,7 @@ TEST_CASE("group-limited routing keeps every token inside max_nodes nodes") {
                        InputError);
 }
 
-TEST_CASE("FP8 tokens carry their scales; points that cannot be drawn are InputErrors at the point") {
+TEST_CASE("FP8 tokens carry their scales, points that cannot be drawn are InputErrors at the point") {
   EpCommPoint p = point(8, 8, 256, 8, 1, BenchRouting::uniform);
   p.hidden = 7168;
   p.dtype = Dtype::fp8;

@@ -60,7 +60,7 @@ TEST_CASE("epsim-hw COMMAND --help and -h print that command's usage with every 
   }
 }
 
-TEST_CASE("epsim-hw --help lists every command; bench --help lists the bench kinds; --version") {
+TEST_CASE("epsim-hw --help lists every command, bench --help lists the bench kinds, --version") {
   for (const char* help : {"--help", "-h"}) {
     const HwInvocation inv = parse_invocation({help}, "epsim-hw 0.1.0");
     CHECK(inv.action == HwInvocation::Action::help);

@@ -31,7 +31,7 @@ MeasurementHeader suite_header() {
 
 }  // namespace
 
-TEST_CASE("a suite's file: header with hardware, source and command line; FP8 GEMM and ep_comm rows") {
+TEST_CASE("a suite's file: header with hardware, source and command line, FP8 GEMM and ep_comm rows") {
   Measurements m;
   m.header = suite_header();
   GemmPoint g;
@@ -81,7 +81,7 @@ TEST_CASE("a suite's file: header with hardware, source and command line; FP8 GE
         "hidden: 7168, top_k: 8, experts: 256, dtype: bf16, routing: uniform, timing: kernel, median_us: 990, counted: nvlink}\n");
 }
 
-TEST_CASE("optional keys are written only when set: published rates, sources, sms, max_nodes; timing api") {
+TEST_CASE("optional keys are written only when set: published rates, sources, sms, max_nodes, timing api") {
   Measurements m;
   m.header = suite_header();
   m.header.hardware.clear();

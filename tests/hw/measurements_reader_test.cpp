@@ -216,7 +216,7 @@ TEST_CASE("group-limited routing needs max_nodes within the run's nodes, and onl
         ":4:147: ep_comm[0].max_nodes: only for routing: group_limited (routing is uniform)");
 }
 
-TEST_CASE("an ep_comm rate names what it counts; timing is kernel or api") {
+TEST_CASE("an ep_comm rate names what it counts, timing is kernel or api") {
   const std::string base =
       "  - {kernel: combine, implementation: x, ep: 8, gpus_per_node: 8, tokens: 64, hidden: 64, top_k: 8, "
       "experts: 64, dtype: bf16, routing: uniform, ";

@@ -35,7 +35,7 @@ std::size_t gemm_points(const SuitePlan& p) {
 
 }  // namespace
 
-TEST_CASE("suite on one GPU: GEMMs, copies and contention; the NCCL parts skipped and said so") {
+TEST_CASE("suite on one GPU: GEMMs, copies and contention, the NCCL parts skipped and said so") {
   const SuitePlan p = suite_plan(suite_args({}), 1, true);
   CHECK(benches(p) == std::vector<std::string>{"gemm", "gemm", "gemm", "gemm", "copy", "contention"});
   REQUIRE(p.skipped.size() == 1);

@@ -51,7 +51,7 @@ TEST_CASE("comparison table: a row not served has only its key, n/a and its reas
   CHECK_FALSE(no_base[0].token_excess_reduction);
 }
 
-TEST_CASE("epsim compare: deepseek_eplb at EP 4 on 8-GPU nodes runs; one that cannot serve is n/a") {
+TEST_CASE("epsim compare: deepseek_eplb at EP 4 on 8-GPU nodes runs, one that cannot serve is n/a") {
   namespace fs = std::filesystem;
   using namespace epsim::test;
   const fs::path dir = scratch_dir("compare_unserved");

@@ -39,7 +39,7 @@ TEST_CASE("the critical path follows the last-arriving task back to the start") 
   CHECK(q.bound() == PathResource::sm);
 }
 
-TEST_CASE("the critical path of an empty pass is all waiting; tasks before the pass are cut at its start") {
+TEST_CASE("the critical path of an empty pass is all waiting, tasks before the pass are cut at its start") {
   Timeline tl;
   CHECK(critical_path(tl, Pass::forward, 0, 10).bound() == PathResource::wait);
   tl.events = {task(3, Track::host_cpu, 50, 120, Pass::backward)};

@@ -210,7 +210,7 @@ TEST_CASE("deepseek_eplb: static until the first period, then the history's plac
   }
 }
 
-TEST_CASE("deepseek_eplb: layers keep separate histories; the window forgets") {
+TEST_CASE("deepseek_eplb: layers keep separate histories, the window forgets") {
   const ModelSpec model = test::simple_model(4);
   const HardwareSpec hw = test::simple_hardware(1, 2);
   const BalancerContext ctx = context_for(model, hw);

@@ -38,7 +38,7 @@ TEST_CASE("parse_json: syntax errors and numbers beyond a double name line and c
         json::parse("{\"a\": [1, 2.5, \"x\", null, true]}"));
 }
 
-TEST_CASE("json_integer: integers and integral floats in range; fractions, strings, out of range refused") {
+TEST_CASE("json_integer: integers and integral floats in range, fractions, strings, out of range refused") {
   CHECK(json_integer(json(5), 0, 10, "f", "k") == 5);
   CHECK(json_integer(json(5.0), 0, 10, "f", "k") == 5);
   CHECK(json_integer(json(-9223372036854775807.0 - 1.0), INT64_MIN, 0, "f", "k") == INT64_MIN);

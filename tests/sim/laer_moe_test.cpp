@@ -153,7 +153,7 @@ TEST_CASE("laer: planner spreads a hot expert, cheapest candidate wins") {
   for (const auto& row : even) CHECK(std::accumulate(row.begin(), row.end(), 0) == 2);
 }
 
-TEST_CASE("laer_moe: static first, then layouts from history; FSEP traffic on changes") {
+TEST_CASE("laer_moe: static first, then layouts from history, FSEP traffic on changes") {
   const ModelSpec model = test::simple_model(4);
   const HardwareSpec hw = test::simple_hardware(2, 2);
   const BalancerContext ctx = context_for(model, hw);

@@ -156,7 +156,7 @@ TEST_CASE("two writers of one output folder: the second is refused while the fir
   CHECK(leftovers(dir).empty());
 }
 
-TEST_CASE("a leftover staging folder of a killed run is cleared; one holding foreign files is refused") {
+TEST_CASE("a leftover staging folder of a killed run is cleared, one holding foreign files is refused") {
   const fs::path dir = scratch_dir("folder_leftover");
   const fs::path out = dir / "out";
   const pid_t pid = fork();
@@ -181,7 +181,7 @@ TEST_CASE("a leftover staging folder of a killed run is cleared; one holding for
   CHECK(read_file(stage / "someone-elses.txt") == "?");
 }
 
-TEST_CASE("a signal while writing removes the staging folder, the lock and created parents; the old result stays") {
+TEST_CASE("a signal while writing removes the staging folder, the lock and created parents, the old result stays") {
   const fs::path dir = scratch_dir("folder_signal");
   const fs::path out = dir / "out";
   write_result(out, "old", false);

@@ -34,7 +34,7 @@ TEST_CASE("a Plan survives JSON both ways, every field") {
   CHECK(back.gemm_order[1][0].instances == std::vector<int>{1, 2});
 }
 
-TEST_CASE("transfer start and group marks survive JSON; plans without them read as before") {
+TEST_CASE("transfer start and group marks survive JSON, plans without them read as before") {
   Plan plan;
   plan.balancer = "hand";
   plan.num_gpus = 2;

@@ -40,7 +40,7 @@ std::vector<std::string> layer_lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("run summary: mean, p50, p95 over the steady state; warm-up apart") {
+TEST_CASE("run summary: mean, p50 and p95 over the steady state, warm-up records apart") {
   // Steady layer times 10..50 us: mean 30, p50 30, p95 at rank 0.95 x 4 = 3.8, 40 + 0.8 x 10 = 48.
   // Warm-up 100 and 300: mean 200, p50 200, p95 100 + 0.95 x 200 = 290.
   const std::string text = print({record(100, true, "NIC"), record(300, true, "NIC"), record(30, false, "SM"),

@@ -114,7 +114,7 @@ TEST_CASE("malformed measured timelines are refused with the file and the place"
   CHECK_THROWS_AS(read_measured_timeline(missing), InputError);
 }
 
-TEST_CASE("plans.jsonl: one plan a line; bad lines and repeated records are refused by line") {
+TEST_CASE("plans.jsonl: one plan a line, bad lines and repeated records are refused by line") {
   const auto dir = test::scratch_dir("validate_plans");
   Plan a = test::validation_plan(), b = test::validation_plan();
   b.micro_batch = 1;
@@ -144,7 +144,7 @@ TEST_CASE("plans.jsonl: one plan a line; bad lines and repeated records are refu
   CHECK_THROWS_AS(read_plans_jsonl(path), InputError);
 }
 
-TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line; refusals exit 2") {
+TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line, refusals exit 2") {
   const auto dir = test::scratch_dir("validate_cli");
   const std::string hw_path = (test::source_dir() / "tests/fixtures/validation/h100-sxm-8-frozen.yaml").string();
   const std::string model_path = (test::source_dir() / "models/glm5-like-128.yaml").string();

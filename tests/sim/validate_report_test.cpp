@@ -147,7 +147,7 @@ TEST_CASE("a measured timeline running uniformly slower: tasks and layer off by 
   CHECK(run(plan, one_record(close)).goals.met());
 }
 
-TEST_CASE("tasks on one side only are reported, not dropped; the rest still match by occurrence") {
+TEST_CASE("tasks on one side only are reported, not dropped, the rest still match by occurrence") {
   const Plan plan = test::validation_plan();
   const auto events = test::validation_events(plan);
   MeasuredRecord rec = perturbed(
@@ -197,7 +197,7 @@ TEST_CASE("two occurrences of one task are paired in time order") {
   CHECK(m.measured_only.empty());
 }
 
-TEST_CASE("records are paired with their plans; a record without a plan or with a foreign GPU is refused") {
+TEST_CASE("records are paired with their plans, a record without a plan or with a foreign GPU is refused") {
   Plan a = test::validation_plan(), b = test::validation_plan();
   b.layer = 3;
   const auto events = test::validation_events(a);

@@ -42,7 +42,7 @@ std::string outputs_of(const ValidationReport& r) {
 
 }  // namespace
 
-TEST_CASE("PlansIndex: each plan read back from its line, blank and CRLF lines included; none for other records") {
+TEST_CASE("PlansIndex: each plan read back from its line, blank and CRLF lines included, none for other records") {
   const auto dir = test::scratch_dir("validate_index");
   const auto path = (dir / "plans.jsonl").string();
   std::vector<Plan> plans;

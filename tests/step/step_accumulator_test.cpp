@@ -128,7 +128,7 @@ TEST_CASE("inference modes time the forward pass only") {
   CHECK(p.moe_compute_us == doctest::Approx(4 * 600));
 }
 
-TEST_CASE("the slowest rank's tokens set the non-MoE work; the mean sets the throughput") {
+TEST_CASE("the slowest rank's tokens set the non-MoE work, the mean sets the throughput") {
   const ExperimentSpec x = experiment(StepOverlap::none);
   StepAccumulator acc(x);
   const LayerResult r = layer(1000, 2000, 1000, kFwdSplit, kBwdSplit);

@@ -83,7 +83,7 @@ TEST_CASE("decode reads the KV cache: bytes over HBM bandwidth") {
   CHECK(NonMoeCost(hw, model, prefill).scores_us(4) == doctest::Approx(4 * 25.5 * 1 / 1e6));
 }
 
-TEST_CASE("a MoE layer's non-MoE part adds projections, scores, norms and router; backward is twice forward") {
+TEST_CASE("a MoE layer's non-MoE part adds projections, scores, norms and router, backward is twice forward") {
   HardwareSpec hw = flat_hardware(1.0);
   hw.gpu.hbm_GBps = 1;  // 1e3 bytes per us
   ModelSpec model = projection_only_model();
@@ -108,7 +108,7 @@ TEST_CASE("a MoE layer's non-MoE part adds projections, scores, norms and router
   CHECK(NonMoeCost(hw, model, prefill).moe_layer(tokens).backward == 0);
 }
 
-TEST_CASE("a dense layer runs its FFN instead of a router; the head runs once per pass") {
+TEST_CASE("a dense layer runs its FFN instead of a router, the head runs once per pass") {
   HardwareSpec hw = flat_hardware(0.5);
   ModelSpec model = projection_only_model();
   model.non_moe.attention_params = 0;

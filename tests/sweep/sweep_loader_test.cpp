@@ -35,7 +35,7 @@ std::string error_of(const std::string& body, const std::vector<std::string>& se
 
 }  // namespace
 
-TEST_CASE("sweep: the grid's first axis varies slowest; ids are stable and distinct") {
+TEST_CASE("sweep: the grid's first axis varies slowest, ids are stable and distinct") {
   const SweepSpec s = load("sweep_grid", "grid:\n  ep_degree: [8, 16]\n  nvlink.port_bw_GBps: [100, 450]\n");
   REQUIRE(s.points.size() == 4);
   CHECK(s.columns == std::vector<std::string>{"ep_degree", "nvlink.port_bw_GBps"});

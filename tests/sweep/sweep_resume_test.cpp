@@ -123,7 +123,7 @@ TEST_CASE("sweep: shards in their own folders joined, or in one folder, equal th
   CHECK(folder_files(dir / "whole") == folder_files(dir / "shared"));
 }
 
-TEST_CASE("sweep: a changed sweep is refused; --restart removes only what epsim wrote") {
+TEST_CASE("sweep: a changed sweep is refused, --restart removes only what epsim wrote") {
   const fs::path dir = scratch_dir("sweep_changed");
   write_file(dir / "s.yaml", sweep_yaml(kGrid));
   const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});

@@ -96,7 +96,7 @@ TEST_CASE("trace info: records, steps, micro-batches, layers, tokens and bytes")
                         "tokens: 16 (expert assignments 16)\n") != std::string::npos);
 }
 
-TEST_CASE("trace merge --by ranks stacks the count matrices; --by steps renumbers the later steps") {
+TEST_CASE("trace merge --by ranks stacks the count matrices, --by steps renumbers the later steps") {
   const auto dir = epsim::test::scratch_dir("trace_merge");
   const std::string a = write_trace(dir, "a.eptrace", kA), b = write_trace(dir, "b.eptrace", kB);
   const std::string ranks = (dir / "ranks.eptrace").string();
