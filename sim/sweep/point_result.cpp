@@ -130,11 +130,15 @@ PointResult run_point(const SweepPoint& point, const std::string& trace_path) {
       out.not_served = e.what();
       out.records = 0;
     }
-    if (out.not_served.empty() && values.front().empty() && warmup > 0)
+    if (out.not_served.empty() && values.front().empty() && warmup > 0) {
       out.not_served = "n/a: all " + std::to_string(warmup) +
                        " records are the balancer's warm-up (the trace is too short for its history)";
+      out.records = 0;
+    }
     if (out.not_served.empty()) {
       if (values.front().empty()) throw InputError(trace_path, "", "the trace has no records to replay");
+      // `records` counts what the statistics are over: the steady state.
+      out.records = values.front().size();
       for (std::vector<double>& v : values) out.metrics.push_back(summarise(std::move(v)));
     }
     result.balancers.push_back(std::move(out));

@@ -28,7 +28,7 @@ MetricStats summarise(std::vector<double> values);
 struct BalancerOutcome {
   std::string label;
   std::string name;
-  std::size_t records = 0;
+  std::size_t records = 0;            ///< records the statistics are over (steady state); 0 when not served
   std::string not_served;            ///< why the balancer could not serve the point (then no stats)
   std::vector<MetricStats> metrics;  ///< per sweep_metric_names(), empty when not served
 };
