@@ -16,14 +16,7 @@ if [ ! -f out/traces/flame-encoder-ep16.eptrace ]; then
     echo "all-balancers: $flame_raw not found; the flame-moe-290m case will be skipped"
   fi
 fi
-common=(--ranks 64 --experts 128 --top-k 8 --layers 1 --micro-batches 16 --steps 1 --tokens-per-rank 1024
-        --rank-skew 0.2 --drift 0.05)
-[ -f out/traces/glm5-lognormal-64r.eptrace ] ||
-  build/epsim trace generate "${common[@]}" --dist lognormal --lognormal-sigma 0.6 --seed 2 \
-      -o out/traces/glm5-lognormal-64r.eptrace
-[ -f out/traces/glm5-zipf-64r.eptrace ] ||
-  build/epsim trace generate "${common[@]}" --dist zipf --zipf-alpha 0.8 --seed 3 \
-      -o out/traces/glm5-zipf-64r.eptrace
+experiments/glm5-traces.sh
 
 build/epsim compare experiments/all-balancers.yaml --overwrite "$@"
 
