@@ -1,5 +1,7 @@
 #include "sim/report/comparison_table.hpp"
 
+#include "sim/core/quantile.hpp"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -134,15 +136,6 @@ double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double quantile_of(std::vector<double> values, double q) {
-  if (values.empty()) throw std::invalid_argument("quantile_of: no values");
-  std::sort(values.begin(), values.end());
-  const double at = q * static_cast<double>(values.size() - 1);
-  const std::size_t lo = static_cast<std::size_t>(at);
-  const std::size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (at - static_cast<double>(lo)) * (values[hi] - values[lo]);
 }
 
 void ComparisonAccumulator::add(const LayerMetrics& m) {

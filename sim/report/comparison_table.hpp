@@ -80,8 +80,6 @@ class ComparisonAccumulator {
 
 /// The median of `values` (the mean of the two middle values for an even count). Requires values.
 double median_of(std::vector<double> values);
-/// The q-quantile of `values` (0 <= q <= 1), linear between the nearest ranks. Requires values.
-double quantile_of(std::vector<double> values, double q);
 
 /// Fills every row's reductions against the row of `baseline` (a label) with the same case and EP
 /// degree. A reduction stays empty when that baseline row is absent, not served or its median excess

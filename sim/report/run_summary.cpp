@@ -1,5 +1,7 @@
 #include "sim/report/run_summary.hpp"
 
+#include "sim/core/quantile.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -19,15 +21,6 @@ struct Row {
   std::function<double(const LayerMetrics&)> get;
   const char* format;
 };
-
-/// The q-quantile of `v` (0 <= q <= 1), linear between the two nearest ranks.
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const std::size_t lo = static_cast<std::size_t>(at);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 std::string line(const char* label, const char* format, const double (&vals)[5]) {
   char cells[5][32];
@@ -84,7 +77,7 @@ void print_table(std::ostream& out, const std::vector<const LayerMetrics*>& reco
       v.push_back(row.get(*m));
       sum += v.back();
     }
-    const double vals[5] = {sum / static_cast<double>(v.size()), quantile(v, 0.5), quantile(v, 0.95),
+    const double vals[5] = {sum / static_cast<double>(v.size()), quantile_of(v, 0.5), quantile_of(v, 0.95),
                             *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
     out << line(row.label, row.format, vals);
   }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/quantile.hpp"
 #include "sim/replay/replay.hpp"
 
 namespace epsim {
@@ -95,14 +96,8 @@ MetricStats summarise(std::vector<double> values) {
   const std::size_t n = values.size();
   double sum = 0;
   for (const double v : values) sum += v;
-  auto percentile = [&](double q) {
-    const double pos = q * static_cast<double>(n - 1);
-    const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
-    const std::size_t hi = std::min(lo + 1, n - 1);
-    const double frac = pos - static_cast<double>(lo);
-    return values[lo] + frac * (values[hi] - values[lo]);
-  };
-  return {sum / static_cast<double>(n), percentile(0.5), percentile(0.95), values.front(), values.back()};
+  return {sum / static_cast<double>(n), quantile_sorted(values, 0.5), quantile_sorted(values, 0.95), values.front(),
+          values.back()};
 }
 
 PointResult run_point(const SweepPoint& point, const std::string& trace_path) {
