@@ -136,7 +136,13 @@ int run_command(const std::vector<std::string>& args) {
   text << "  model     " << spec.model.name << "   hardware " << spec.hardware.name << " (" << nodes
        << (nodes == 1 ? " node" : " nodes") << " x " << spec.hardware.gpus_per_node << " GPUs)\n";
   text << "  EP " << spec.ep_degree << ", " << to_string(spec.placement) << " placement, balancer "
-       << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n\n";
+       << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n";
+  // The sharing mode changes the figures (epochs within about its tolerance), so the summary says which.
+  text << "  bandwidth sharing " << to_string(spec.hardware.engine.bandwidth_sharing);
+  if (spec.hardware.engine.bandwidth_sharing == BandwidthSharing::epochs) {
+    text << " (tolerance " << spec.hardware.engine.epoch_tolerance << ")";
+  }
+  text << "\n\n";
   summary.print(text);
   if (step) {
     const StepPrediction prediction = step->prediction();

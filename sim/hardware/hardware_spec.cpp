@@ -13,4 +13,8 @@ const char* to_string(TokenCopies copies) {
   return "per_expert";
 }
 
+const char* to_string(BandwidthSharing sharing) {
+  return sharing == BandwidthSharing::epochs ? "epochs" : "exact";
+}
+
 }  // namespace epsim

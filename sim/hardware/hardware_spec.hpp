@@ -104,6 +104,7 @@ struct EpBackendSpec {
 
 /// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
 enum class BandwidthSharing { exact, epochs };
+const char* to_string(BandwidthSharing sharing);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
 struct EngineSpec {

@@ -57,6 +57,27 @@ TEST_CASE("epsim run writes metrics, per-GPU rows, a timeline and a summary") {
   CHECK(timeline.find("gemm fwd") != std::string::npos);
 }
 
+TEST_CASE("the run summary names the bandwidth sharing that produced it") {
+  const fs::path dir = scratch_dir("run_sharing_named");
+  write_file(dir / "exp.yaml", experiment_yaml());
+  CliResult r = run_epsim("run exp.yaml", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir / "out/summary.txt").find("\n  bandwidth sharing exact\n") != std::string::npos);
+  // The same preset with epochs: the mode and its tolerance are named.
+  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
+                                   "engine:\n  bandwidth_sharing: epochs\n  epoch_tolerance: 0.005\n");
+  std::string yaml = experiment_yaml();
+  yaml.replace(yaml.find("hardware: "), yaml.find('\n', yaml.find("hardware: ")) - yaml.find("hardware: "),
+               "hardware: " + (dir / "hw.yaml").string());
+  yaml.replace(yaml.find("output: out"), 11, "output: out2");
+  write_file(dir / "exp2.yaml", yaml);
+  r = run_epsim("run exp2.yaml", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir / "out2/summary.txt").find("\n  bandwidth sharing epochs (tolerance 0.005)\n") != std::string::npos);
+}
+
 TEST_CASE("the same inputs give byte-identical outputs") {
   const fs::path dir = scratch_dir("run_determinism");
   write_file(dir / "exp.yaml", experiment_yaml());
