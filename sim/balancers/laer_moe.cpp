@@ -14,20 +14,174 @@ namespace epsim {
 
 namespace {
 
-/// Splits `tokens` over `weights` (copies per location) one weight unit at a time: every unit gets
-/// tokens / W, and the tokens % W left over go one each to the units from position (rotation mod W)
-/// on, so that different sources leave their remainders on different copies.
-void split_by_units(std::int64_t tokens, const int* weights, std::size_t count, int rotation,
-                    std::vector<std::int64_t>& out) {
-  const int total = std::accumulate(weights, weights + count, 0);
-  out.assign(count, 0);
-  const std::int64_t base = tokens / total;
-  const std::int64_t rem = tokens % total;
-  int unit = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    for (int k = 0; k < weights[i]; ++k, ++unit)
-      out[i] += base + ((unit - rotation % total + total) % total < rem ? 1 : 0);
+// plan() runs for every record replayed, and re-plans on every one by default, so the layout search
+// works on flat arrays (a layout is copies[e * devices + g], the counts expert by expert) and only
+// the public wrappers below convert to and from LaerLayout. Every floating-point sum is taken in the
+// order of the source's loops, so costs are the same to the last bit.
+
+int node_count(int devices, int gpus_per_node) { return std::max(1, (devices + gpus_per_node - 1) / gpus_per_node); }
+
+/// laer_greedy_placement into `copies` (flat); false when capacity runs out.
+bool greedy_placement(const std::vector<int>& replicas, const std::vector<double>& loads, int devices,
+                      int gpus_per_node, int capacity, std::vector<int>& copies) {
+  const int experts = static_cast<int>(loads.size());
+  const int nodes = node_count(devices, gpus_per_node);
+  // Every replica of an expert carries the same load, so sorting the experts (load / replicas
+  // descending, ties by index) and expanding each into its replicas gives the source's stable sort of
+  // the replicas.
+  std::vector<int> order;
+  order.reserve(experts);
+  for (int e = 0; e < experts; ++e)
+    if (replicas[e] > 0) order.push_back(e);
+  std::vector<double> item_load(experts, 0.0);
+  for (int e : order) item_load[e] = loads[e] / replicas[e];
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return item_load[a] > item_load[b] || (item_load[a] == item_load[b] && a < b);
+  });
+  copies.assign(static_cast<std::size_t>(experts) * devices, 0);
+  std::vector<int> used(devices, 0);
+  std::vector<double> device_load(devices, 0.0);
+  std::vector<int> node_copies(static_cast<std::size_t>(experts) * nodes, 0);  // [expert][node]
+  // node_best[k]: node k's GPU with a free slot and the least load (the lowest index among equals),
+  // -1 when the node is full. The source scans every GPU for every replica; the first least-loaded GPU
+  // overall is the first node minimum that no earlier node's minimum beats, so comparing the nodes'
+  // minima in order picks the same GPU, and only the node that received a replica needs a new minimum.
+  std::vector<int> node_best(nodes, -1);
+  auto refresh = [&](int k) {
+    int b = -1;
+    for (int g = k * gpus_per_node, last = std::min(devices, g + gpus_per_node); g < last; ++g)
+      if (used[g] < capacity && (b < 0 || device_load[g] < device_load[b])) b = g;
+    node_best[k] = b;
+  };
+  for (int k = 0; k < nodes; ++k) refresh(k);
+  for (int e : order) {
+    int* per_node = node_copies.data() + static_cast<std::size_t>(e) * nodes;
+    const double load = item_load[e];
+    for (int r = 0; r < replicas[e]; ++r) {
+      const int fewest = *std::min_element(per_node, per_node + nodes);
+      int best = -1, best_any = -1;
+      for (int k = 0; k < nodes; ++k) {
+        const int g = node_best[k];
+        if (g < 0) continue;
+        if (best_any < 0 || device_load[g] < device_load[best_any]) best_any = g;
+        if (per_node[k] == fewest && (best < 0 || device_load[g] < device_load[best])) best = g;
+      }
+      if (best < 0) best = best_any;
+      if (best < 0) return false;
+      ++copies[static_cast<std::size_t>(e) * devices + best];
+      ++per_node[best / gpus_per_node];
+      ++used[best];
+      device_load[best] += load;
+      refresh(best / gpus_per_node);
+    }
   }
+  return true;
+}
+
+/// laer_layout_cost on the counts expert by expert (`tokens[e * devices + s]`) and a flat layout.
+double layout_cost(const double* tokens, const int* layout, int devices, int experts, int gpus_per_node,
+                   const LaerCostModel& cost) {
+  // The routing rule makes a source's split depend only on its node and on the copies on its own GPU,
+  // so the sum is taken per (node, expert) in O(N + copies) instead of per (source, expert, copy).
+  const int nodes = node_count(devices, gpus_per_node);
+  const double bytes = cost.token_bytes * 1e-9;
+  double comm_sum = 0;
+  std::vector<double> comp(devices, 0.0);
+  std::vector<int> node_units(nodes);
+  std::vector<double> node_tokens(nodes);
+  for (int e = 0; e < experts; ++e) {
+    const int* copies = layout + static_cast<std::size_t>(e) * devices;
+    const double* row = tokens + static_cast<std::size_t>(e) * devices;
+    int all_units = 0;
+    for (int node = 0; node < nodes; ++node) {
+      int units = 0;
+      for (int g = node * gpus_per_node, last = std::min(devices, g + gpus_per_node); g < last; ++g) units += copies[g];
+      node_units[node] = units;
+      all_units += units;
+    }
+    if (all_units == 0) continue;
+    for (int node = 0; node < nodes; ++node) {
+      const int units = node_units[node];
+      // A source without a copy of its own: its share is units / V_intra (the exact value of the
+      // general term below with own = 0, computed once per node).
+      const double none_here = (units - 0.0) / cost.intra_GBps;
+      double node_sum = 0;
+      for (int s = node * gpus_per_node, last = std::min(devices, s + gpus_per_node); s < last; ++s) {
+        const double t = row[s];
+        if (t == 0) continue;
+        node_sum += t;
+        if (units > 0) {
+          // Shares w/units: the copies on s itself at 1e9 GB/s, the rest of the node at V_intra.
+          const double own = copies[s];
+          comm_sum += own == 0 ? bytes * t * none_here / units
+                               : bytes * t * (own / 1e9 + (units - own) / cost.intra_GBps) / units;
+        } else {
+          comm_sum += bytes * t / cost.inter_GBps;  // every copy is in another node
+        }
+      }
+      node_tokens[node] = node_sum;
+    }
+    for (int node = 0; node < nodes; ++node) {
+      const double t = node_tokens[node];
+      if (t == 0) continue;
+      const bool local = node_units[node] > 0;
+      const int units = local ? node_units[node] : all_units;
+      const int first = local ? node * gpus_per_node : 0;
+      const int last = local ? std::min(devices, first + gpus_per_node) : devices;
+      for (int g = first; g < last; ++g)
+        if (copies[g] > 0) comp[g] += t * copies[g] / units * cost.comp_s_per_token;
+    }
+  }
+  const double max_comp = devices > 0 ? *std::max_element(comp.begin(), comp.end()) : 0.0;
+  return 4 * comm_sum + (3 + (cost.checkpoint ? 1 : 0)) * max_comp;
+}
+
+/// laer_plan_layout on the counts expert by expert; the winner goes to `best` (flat).
+void plan_layout(const double* tokens, int devices, int experts, int capacity, int gpus_per_node,
+                 const LaerCostModel& cost, std::vector<int>& best) {
+  const int nodes = node_count(devices, gpus_per_node);
+  std::vector<double> loads(experts, 0.0);
+  for (int e = 0; e < experts; ++e) {
+    const double* row = tokens + static_cast<std::size_t>(e) * devices;
+    double sum = 0;
+    for (int s = 0; s < devices; ++s) sum += row[s];
+    loads[e] = sum;
+  }
+  std::vector<std::vector<int>> candidates;
+  if ((static_cast<std::int64_t>(capacity) * devices) % experts == 0)
+    candidates.push_back(
+        std::vector<int>(experts, static_cast<int>(static_cast<std::int64_t>(capacity) * devices / experts)));
+  candidates.push_back(laer_precise_replicas(loads, devices, capacity, nodes));
+  best.clear();
+  std::vector<int> layout;
+  double best_cost = std::numeric_limits<double>::max();
+  for (const auto& replicas : candidates) {
+    // As in the source, an infeasible candidate is skipped.
+    if (!greedy_placement(replicas, loads, devices, gpus_per_node, capacity, layout)) continue;
+    const double c = layout_cost(tokens, layout.data(), devices, experts, gpus_per_node, cost);
+    if (c < best_cost) {
+      best_cost = c;
+      best.swap(layout);
+    }
+  }
+  if (best.empty()) throw std::runtime_error("laer_moe: no valid placement found");
+}
+
+/// tokens[s][e] expert by expert: [e * devices + s].
+std::vector<double> by_expert(const std::vector<std::vector<double>>& tokens, int experts) {
+  const int devices = static_cast<int>(tokens.size());
+  std::vector<double> out(static_cast<std::size_t>(experts) * devices);
+  for (int s = 0; s < devices; ++s)
+    for (int e = 0; e < experts; ++e) out[static_cast<std::size_t>(e) * devices + s] = tokens[s][e];
+  return out;
+}
+
+LaerLayout to_layout(const std::vector<int>& flat, int experts, int devices) {
+  LaerLayout layout(experts);
+  for (int e = 0; e < experts; ++e)
+    layout[e].assign(flat.begin() + static_cast<std::ptrdiff_t>(e) * devices,
+                     flat.begin() + static_cast<std::ptrdiff_t>(e + 1) * devices);
+  return layout;
 }
 
 }  // namespace
@@ -68,120 +222,29 @@ std::vector<int> laer_precise_replicas(const std::vector<double>& loads, int dev
 
 LaerLayout laer_greedy_placement(const std::vector<int>& replicas, const std::vector<double>& loads, int devices,
                                  int gpus_per_node, int capacity) {
-  const int experts = static_cast<int>(loads.size());
-  const int nodes = std::max(1, (devices + gpus_per_node - 1) / gpus_per_node);
-  struct Item {
-    int expert;
-    double load;
-  };
-  std::vector<Item> items;
-  for (int e = 0; e < experts; ++e)
-    for (int r = 0; r < replicas[e]; ++r) items.push_back({e, loads[e] / replicas[e]});
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.load > b.load; });
-  LaerLayout copies(experts, std::vector<int>(devices, 0));
-  std::vector<int> used(devices, 0);
-  std::vector<double> device_load(devices, 0.0);
-  std::vector<int> node_copies(static_cast<std::size_t>(experts) * nodes, 0);  // [expert][node]
-  for (const Item& item : items) {
-    const int* per_node = node_copies.data() + static_cast<std::size_t>(item.expert) * nodes;
-    const int fewest = *std::min_element(per_node, per_node + nodes);
-    int best = -1, best_any = -1;
-    for (int g = 0; g < devices; ++g) {
-      if (used[g] >= capacity) continue;
-      if (best_any < 0 || device_load[g] < device_load[best_any]) best_any = g;
-      if (per_node[g / gpus_per_node] == fewest && (best < 0 || device_load[g] < device_load[best])) best = g;
-    }
-    if (best < 0) best = best_any;
-    if (best < 0) throw std::runtime_error("laer_moe: no more capacity");
-    ++copies[item.expert][best];
-    ++node_copies[static_cast<std::size_t>(item.expert) * nodes + best / gpus_per_node];
-    ++used[best];
-    device_load[best] += item.load;
-  }
-  return copies;
+  std::vector<int> copies;
+  if (!greedy_placement(replicas, loads, devices, gpus_per_node, capacity, copies))
+    throw std::runtime_error("laer_moe: no more capacity");
+  return to_layout(copies, static_cast<int>(loads.size()), devices);
 }
 
 double laer_layout_cost(const std::vector<std::vector<double>>& tokens, const LaerLayout& layout, int gpus_per_node,
                         const LaerCostModel& cost) {
-  // The routing rule makes a source's split depend only on its node and on the copies on its own GPU,
-  // so the sum is taken per (node, expert) in O(N + copies) instead of per (source, expert, copy).
   const int devices = static_cast<int>(tokens.size());
   const int experts = static_cast<int>(layout.size());
-  const int nodes = std::max(1, (devices + gpus_per_node - 1) / gpus_per_node);
-  const double bytes = cost.token_bytes * 1e-9;
-  double comm_sum = 0;
-  std::vector<double> comp(devices, 0.0);
-  std::vector<int> node_units(nodes);
-  std::vector<double> node_tokens(nodes);
-  for (int e = 0; e < experts; ++e) {
-    const std::vector<int>& copies = layout[e];
-    std::fill(node_units.begin(), node_units.end(), 0);
-    std::fill(node_tokens.begin(), node_tokens.end(), 0.0);
-    int all_units = 0;
-    for (int g = 0; g < devices; ++g) {
-      node_units[g / gpus_per_node] += copies[g];
-      all_units += copies[g];
-    }
-    if (all_units == 0) continue;
-    for (int s = 0; s < devices; ++s) {
-      const double t = tokens[s][e];
-      if (t == 0) continue;
-      const int node = s / gpus_per_node;
-      node_tokens[node] += t;
-      const int units = node_units[node];
-      if (units > 0) {
-        // Shares w/units: the copies on s itself at 1e9 GB/s, the rest of the node at V_intra.
-        const double own = copies[s];
-        comm_sum += bytes * t * (own / 1e9 + (units - own) / cost.intra_GBps) / units;
-      } else {
-        comm_sum += bytes * t / cost.inter_GBps;  // every copy is in another node
-      }
-    }
-    for (int node = 0; node < nodes; ++node) {
-      const double t = node_tokens[node];
-      if (t == 0) continue;
-      const bool local = node_units[node] > 0;
-      const int units = local ? node_units[node] : all_units;
-      const int first = local ? node * gpus_per_node : 0;
-      const int last = local ? std::min(devices, first + gpus_per_node) : devices;
-      for (int g = first; g < last; ++g)
-        if (copies[g] > 0) comp[g] += t * copies[g] / units * cost.comp_s_per_token;
-    }
-  }
-  const double max_comp = devices > 0 ? *std::max_element(comp.begin(), comp.end()) : 0.0;
-  return 4 * comm_sum + (3 + (cost.checkpoint ? 1 : 0)) * max_comp;
+  std::vector<int> flat;
+  flat.reserve(static_cast<std::size_t>(experts) * devices);
+  for (const std::vector<int>& row : layout) flat.insert(flat.end(), row.begin(), row.begin() + devices);
+  return layout_cost(by_expert(tokens, experts).data(), flat.data(), devices, experts, gpus_per_node, cost);
 }
 
 LaerLayout laer_plan_layout(const std::vector<std::vector<double>>& tokens, int capacity, int gpus_per_node,
                             const LaerCostModel& cost) {
   const int devices = static_cast<int>(tokens.size());
   const int experts = devices > 0 ? static_cast<int>(tokens[0].size()) : 0;
-  const int nodes = std::max(1, (devices + gpus_per_node - 1) / gpus_per_node);
-  std::vector<double> loads(experts, 0.0);
-  for (const auto& row : tokens)
-    for (int e = 0; e < experts; ++e) loads[e] += row[e];
-  std::vector<std::vector<int>> candidates;
-  if ((static_cast<std::int64_t>(capacity) * devices) % experts == 0)
-    candidates.push_back(
-        std::vector<int>(experts, static_cast<int>(static_cast<std::int64_t>(capacity) * devices / experts)));
-  candidates.push_back(laer_precise_replicas(loads, devices, capacity, nodes));
-  LaerLayout best;
-  double best_cost = std::numeric_limits<double>::max();
-  for (const auto& replicas : candidates) {
-    LaerLayout layout;
-    try {
-      layout = laer_greedy_placement(replicas, loads, devices, gpus_per_node, capacity);
-    } catch (const std::runtime_error&) {
-      continue;  // as in the source: an infeasible candidate is skipped
-    }
-    const double c = laer_layout_cost(tokens, layout, gpus_per_node, cost);
-    if (c < best_cost) {
-      best_cost = c;
-      best = std::move(layout);
-    }
-  }
-  if (best.empty()) throw std::runtime_error("laer_moe: no valid placement found");
-  return best;
+  std::vector<int> best;
+  plan_layout(by_expert(tokens, experts).data(), devices, experts, capacity, gpus_per_node, cost, best);
+  return to_layout(best, experts, devices);
 }
 
 LaerMoe::LaerMoe(LaerMoeParams params) : params_(params) {
@@ -201,19 +264,20 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   const int capacity = params_.capacity_per_gpu > 0 ? params_.capacity_per_gpu : laer_default_capacity(experts, n);
   if (static_cast<std::int64_t>(capacity) * n < experts)
     throw std::invalid_argument("laer_moe: capacity_per_gpu x GPUs must be at least the expert count");
+  const std::size_t cells = static_cast<std::size_t>(n) * experts;
 
   std::vector<int> home(experts);
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
   LayerState& state = layers_[record.layer];
-  if (state.history_sum.empty()) state.history_sum.assign(static_cast<std::size_t>(n) * experts, 0);
+  if (state.history_sum.empty()) state.history_sum.assign(cells, 0);
   const bool had_layout = !state.layout.empty();
-  const LaerLayout before = state.layout;
   bool replanned = false;
   if (state.records_seen > 0 && state.records_seen % params_.period == 0) {
-    std::vector<std::vector<double>> tokens(n, std::vector<double>(experts, 0.0));
+    tokens_.resize(cells);
     for (int s = 0; s < n; ++s)
       for (int e = 0; e < experts; ++e)
-        tokens[s][e] = static_cast<double>(state.history_sum[static_cast<std::size_t>(s) * experts + e]);
+        tokens_[static_cast<std::size_t>(e) * n + s] =
+            static_cast<double>(state.history_sum[static_cast<std::size_t>(s) * experts + e]);
     LaerCostModel cost;
     cost.token_bytes = static_cast<double>(context.model->token_bytes());
     cost.comp_s_per_token = params_.comp_us_per_token > 0 ? params_.comp_us_per_token * 1e-6
@@ -222,27 +286,36 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     cost.intra_GBps = params_.intra_GBps > 0 ? params_.intra_GBps : context.hardware->nvlink.port_bw_GBps;
     cost.inter_GBps = params_.inter_GBps > 0 ? params_.inter_GBps : context.hardware->infiniband.nic_bw_GBps;
     cost.checkpoint = params_.checkpoint;
-    state.layout = laer_plan_layout(tokens, capacity, gpn, cost);
+    std::vector<int> layout;
+    plan_layout(tokens_.data(), n, experts, capacity, gpn, cost, layout);
+    layout_before_.swap(state.layout);  // the layout replaced, for the gathers of `changes`
+    state.layout.swap(layout);
     state.layout_from_full_window = state.records_seen >= params_.window;
     replanned = true;
   }
   last_plan_steady_ = !state.layout.empty() && state.layout_from_full_window;
-  // The window's sum, kept up to date: add this record, drop the one that leaves the window.
-  std::vector<std::uint32_t> counts(record.counts.begin(),
-                                    record.counts.begin() + static_cast<std::ptrdiff_t>(n) * experts);
-  for (std::size_t i = 0; i < counts.size(); ++i) state.history_sum[i] += counts[i];
-  state.history.push_back(std::move(counts));
-  if (static_cast<int>(state.history.size()) > params_.window) {
-    const std::vector<std::uint32_t>& old = state.history.front();
-    for (std::size_t i = 0; i < old.size(); ++i) state.history_sum[i] -= old[i];
+  // The window's sum, kept up to date: drop the record that leaves the window, add this one (in the
+  // buffer of the one dropped).
+  std::vector<std::uint32_t> counts;
+  if (static_cast<int>(state.history.size()) >= params_.window) {
+    counts.swap(state.history.front());
+    for (std::size_t i = 0; i < counts.size(); ++i) state.history_sum[i] -= counts[i];
     state.history.pop_front();
   }
+  counts.assign(record.counts.begin(), record.counts.begin() + static_cast<std::ptrdiff_t>(cells));
+  for (std::size_t i = 0; i < cells; ++i) state.history_sum[i] += counts[i];
+  state.history.push_back(std::move(counts));
   ++state.records_seen;
 
   // copies_at(e, g): copies of e on g under the layout in force (static: one at home).
   const bool dynamic = !state.layout.empty();
-  auto copies_at = [&](int e, int g) { return dynamic ? state.layout[e][g] : (home[e] == g ? 1 : 0); };
-  auto copies_before = [&](int e, int g) { return had_layout ? before[e][g] : (home[e] == g ? 1 : 0); };
+  const int* layout = state.layout.data();
+  auto copies_at = [&](int e, int g) {
+    return dynamic ? layout[static_cast<std::size_t>(e) * n + g] : (home[e] == g ? 1 : 0);
+  };
+  auto copies_before = [&](int e, int g) {
+    return had_layout ? layout_before_[static_cast<std::size_t>(e) * n + g] : (home[e] == g ? 1 : 0);
+  };
 
   Plan plan = start_plan("laer_moe", record, n);
   plan.planner.site = PlannerSite::host_cpu;
@@ -252,84 +325,135 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
 
   // One instance per (GPU, expert) with copies, GPU by GPU; copies of one expert on one GPU are one
   // instance (same weights) that takes a proportional share of the tokens.
-  std::vector<int> instance_of(static_cast<std::size_t>(experts) * n, -1);
+  instance_of_.assign(cells, -1);
   std::vector<int> copies_total(experts, 0);
   for (int g = 0; g < n; ++g) {
+    std::vector<int>& group = plan.gemm_order[g].front().instances;
     for (int e = 0; e < experts; ++e) {
       const int c = copies_at(e, g);
       if (c == 0) continue;
       const int inst = static_cast<int>(plan.instances.size());
-      instance_of[static_cast<std::size_t>(e) * n + g] = inst;
+      instance_of_[static_cast<std::size_t>(e) * n + g] = inst;
       copies_total[e] += c;
       plan.instances.push_back({e, g, g == home[e] ? InstanceKind::static_expert : InstanceKind::replica});
-      plan.gemm_order[g].front().instances.push_back(inst);
+      group.push_back(inst);
     }
   }
+  const int instances = static_cast<int>(plan.instances.size());
 
   // FSEP traffic. Each GPU owns 1/N of every expert's parameters (the first bytes mod N GPUs one byte
   // more). An instance's weights are restored from the N - 1 other owners' shards, prefetched at the
   // layer's start; its weight gradients go back to the owners by reduce-scatter after its
   // weight-gradient GEMM, in the gradient precision. Per instance and GPU: bytes x (N - 1) / N.
+  // There are 2 (N - 1) per instance (32,256 at EP 64), the bulk of the plan's bytes: they are counted
+  // first and written in place, as appending them one by one costs several times more.
   const std::int64_t params_per_expert =
       static_cast<std::int64_t>(context.model->matrices_per_expert()) * context.model->hidden_size *
       context.model->expert_ffn_size;
   const std::int64_t weight_bytes = params_per_expert * context.model->dtype_bytes;
   const std::int64_t grad_bytes =
       params_per_expert * (params_.grad_bytes_per_param > 0 ? params_.grad_bytes_per_param : context.model->dtype_bytes);
-  auto shard = [n](std::int64_t bytes, int h) { return bytes / n + (h < bytes % n ? 1 : 0); };
-  plan.transfers.reserve(plan.instances.size() * static_cast<std::size_t>(2 * (n - 1)));
-  for (int inst = 0; inst < static_cast<int>(plan.instances.size()); ++inst) {
+  weight_shard_.resize(n);
+  grad_shard_.resize(n);
+  int weight_shards = 0, grad_shards = 0;  // shards with bytes, over all GPUs
+  for (int h = 0; h < n; ++h) {
+    weight_shard_[h] = weight_bytes / n + (h < weight_bytes % n ? 1 : 0);
+    grad_shard_[h] = grad_bytes / n + (h < grad_bytes % n ? 1 : 0);
+    weight_shards += weight_shard_[h] > 0 ? 1 : 0;
+    grad_shards += grad_shard_[h] > 0 ? 1 : 0;
+  }
+  const bool always = params_.traffic == LaerTraffic::always;
+  auto gathers = [&](int e, int g) { return always || (replanned && copies_before(e, g) == 0); };
+  auto reduces = [&](int e) { return always || copies_total[e] > 1; };
+  std::size_t transfers = 0;
+  for (const ExpertInstance& i : plan.instances) {
+    if (gathers(i.expert, i.gpu)) transfers += static_cast<std::size_t>(weight_shards - (weight_shard_[i.gpu] > 0));
+    if (reduces(i.expert)) transfers += static_cast<std::size_t>(grad_shards - (grad_shard_[i.gpu] > 0));
+  }
+  plan.transfers.resize(transfers);
+  Transfer* transfer = plan.transfers.data();
+  for (int inst = 0; inst < instances; ++inst) {
     const int e = plan.instances[inst].expert;
     const int g = plan.instances[inst].gpu;
-    const bool gather = params_.traffic == LaerTraffic::always || (replanned && copies_before(e, g) == 0);
-    const bool reduce = params_.traffic == LaerTraffic::always || copies_total[e] > 1;
+    const bool gather = gathers(e, g);
+    const bool reduce = reduces(e);
     for (int h = 0; h < n; ++h) {
       if (h == g) continue;
-      if (gather && shard(weight_bytes, h) > 0)
-        plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, h, g, shard(weight_bytes, h),
-                                  Carrier::ep_backend, TransferStart::prefetch});
-      if (reduce && shard(grad_bytes, h) > 0)
-        plan.transfers.push_back({TransferKind::gradients, PassKind::backward, inst, g, h, shard(grad_bytes, h),
-                                  Carrier::ep_backend});
+      if (gather && weight_shard_[h] > 0)
+        *transfer++ = {TransferKind::weights, PassKind::forward, inst, h, g, weight_shard_[h], Carrier::ep_backend,
+                       TransferStart::prefetch};
+      if (reduce && grad_shard_[h] > 0)
+        *transfer++ = {TransferKind::gradients, PassKind::backward, inst, g, h, grad_shard_[h], Carrier::ep_backend};
     }
   }
 
   // Routes: each source splits its tokens for e over the copies in its own node (by multiplicity),
   // or over all copies when its node has none. The targets depend only on (node, expert): listed
-  // once, in `target_gpu` / `target_copies` from offset `target_first[node * E + e]`.
+  // once, in `target_gpu_` / `target_copies_` from offset `target_first_[node * E + e]`, with their
+  // copies' sum in `target_units`.
   const int nodes = (n + gpn - 1) / gpn;
-  std::vector<int> target_first(static_cast<std::size_t>(nodes) * experts + 1, 0);
-  std::vector<int> target_gpu, target_copies;
+  target_first_.assign(static_cast<std::size_t>(nodes) * experts + 1, 0);
+  target_gpu_.clear();
+  target_copies_.clear();
+  std::vector<int> target_units(static_cast<std::size_t>(nodes) * experts, 0);
   for (int node = 0; node < nodes; ++node) {
     const int first = node * gpn;
     const int last = std::min(n, first + gpn);
     for (int e = 0; e < experts; ++e) {
-      const std::size_t begin = target_gpu.size();
+      const std::size_t begin = target_gpu_.size();
+      int units = 0;
       for (int g = first; g < last; ++g)
-        if (const int c = copies_at(e, g)) target_gpu.push_back(g), target_copies.push_back(c);
-      if (target_gpu.size() == begin)
+        if (const int c = copies_at(e, g)) target_gpu_.push_back(g), target_copies_.push_back(c), units += c;
+      if (target_gpu_.size() == begin)
         for (int g = 0; g < n; ++g)
-          if (const int c = copies_at(e, g)) target_gpu.push_back(g), target_copies.push_back(c);
-      target_first[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu.size());
+          if (const int c = copies_at(e, g)) target_gpu_.push_back(g), target_copies_.push_back(c), units += c;
+      target_first_[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu_.size());
+      target_units[static_cast<std::size_t>(node) * experts + e] = units;
     }
   }
-  std::vector<std::int64_t> share;
+  // At most one route per (source, target) pair with tokens: the vector is sized for that, written in
+  // place and cut to the routes written.
+  std::size_t most_routes = 0;
   for (int s = 0; s < n; ++s) {
     const std::size_t row = static_cast<std::size_t>(s / gpn) * experts;
+    const std::uint32_t* c = record.counts.data() + static_cast<std::size_t>(s) * experts;
+    for (int e = 0; e < experts; ++e)
+      if (c[e] != 0) most_routes += static_cast<std::size_t>(target_first_[row + e + 1] - target_first_[row + e]);
+  }
+  plan.routes.resize(most_routes);
+  TokenRoute* route = plan.routes.data();
+  for (int s = 0; s < n; ++s) {
+    const std::size_t row = static_cast<std::size_t>(s / gpn) * experts;
+    const std::uint32_t* counts_row = record.counts.data() + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
-      const std::int64_t c = record.count(s, e, experts);
+      const std::int64_t c = counts_row[e];
       if (c == 0) continue;
-      const int begin = target_first[row + e];
-      const std::size_t count = static_cast<std::size_t>(target_first[row + e + 1] - begin);
-      split_by_units(c, target_copies.data() + begin, count, s, share);
-      for (std::size_t i = 0; i < count; ++i) {
-        if (share[i] == 0) continue;
-        const int g = target_gpu[begin + i];
-        plan.routes.push_back({s, instance_of[static_cast<std::size_t>(e) * n + g], share[i],
-                               g == s ? Carrier::none : Carrier::ep_backend});
+      // Every copy unit gets c / W tokens, and the c % W left over go one each to the units from
+      // position s mod W on, so that different sources leave their remainders on different copies.
+      const int begin = target_first_[row + e];
+      const int end = target_first_[row + e + 1];
+      const int total = target_units[row + e];
+      const std::int64_t base = c / total;
+      const std::int64_t rem = c % total;
+      const int rotation = s % total;
+      int unit = 0;
+      for (int i = begin; i < end; ++i) {
+        std::int64_t share = 0;
+        for (int k = 0; k < target_copies_[i]; ++k, ++unit) {
+          const int from_rotation = unit >= rotation ? unit - rotation : unit - rotation + total;
+          share += base + (from_rotation < rem ? 1 : 0);
+        }
+        if (share == 0) continue;
+        const int g = target_gpu_[i];
+        route->src_rank = s;
+        route->instance = instance_of_[static_cast<std::size_t>(e) * n + g];
+        route->tokens = share;
+        route->carrier = g == s ? Carrier::none : Carrier::ep_backend;
+        ++route;
       }
     }
   }
+  plan.routes.resize(static_cast<std::size_t>(route - plan.routes.data()));
   return plan;
 }
 

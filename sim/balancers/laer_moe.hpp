@@ -93,12 +93,19 @@ class LaerMoe : public Balancer {
     std::deque<std::vector<std::uint32_t>> history;  ///< N x E counts of the last `window` records, flattened
     std::vector<std::int64_t> history_sum;           ///< their element-wise sum
     std::int64_t records_seen = 0;
-    LaerLayout layout;  ///< current layout; empty while static
+    std::vector<int> layout;  ///< current layout, copies of e on g at [e * N + g]; empty while static
     bool layout_from_full_window = false;
   };
   LaerMoeParams params_;
   bool last_plan_steady_ = false;
   std::map<std::uint32_t, LayerState> layers_;
+  /// Working space reused by every plan() (sized on first use), so that planning allocates little
+  /// besides the Plan itself.
+  std::vector<double> tokens_;        ///< the window's counts, expert by expert: [e * N + s]
+  std::vector<int> layout_before_;    ///< the layout replaced by this record's re-plan
+  std::vector<int> instance_of_;      ///< [e * N + g]: the plan's instance of e on g, or -1
+  std::vector<int> target_first_, target_gpu_, target_copies_;
+  std::vector<std::int64_t> weight_shard_, grad_shard_;
 };
 
 /// Reads capacity_per_gpu, window, period, traffic, gradient_dtype, checkpoint,
