@@ -365,6 +365,7 @@ void FlowNetwork::solve() {
     do {
       collect_region(threshold);
     } while (!fill_region() || !watched_links_fit());
+    flows_resolved_ += region_flows_.size();
     if (sharing_.mode == SharingMode::epochs) {
       for (std::int32_t slot : region_flows_) {
         flows_[static_cast<std::size_t>(slot)].solved_with = static_cast<std::uint32_t>(region_flows_.size());
@@ -373,6 +374,7 @@ void FlowNetwork::solve() {
     for (std::int32_t slot : region_flows_) {
       const FlowHot& h = hot_[static_cast<std::size_t>(slot)];
       if (std::fabs(h.new_rate - h.rate) <= kSameRateTol * std::max(h.new_rate, h.rate)) continue;
+      ++rate_changes_;
       set_rate(slot, h.new_rate);
       schedule_completion(slot);
     }

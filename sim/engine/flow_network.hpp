@@ -69,6 +69,11 @@ class FlowNetwork {
   const Sharing& sharing() const { return sharing_; }
   /// Rate re-solves run so far.
   std::uint64_t solves() const { return solves_; }
+  /// Flows those re-solves covered, summed over the re-solves (the solver's work).
+  std::uint64_t flows_resolved() const { return flows_resolved_; }
+  /// Times a flow's rate actually moved (the least any solver that keeps every flow's exact
+  /// max-min rate must do), summed over the re-solves.
+  std::uint64_t rate_changes() const { return rate_changes_; }
 
   /// Adds a link; `capacity_GBps` > 0.
   LinkId add_link(std::string name, double capacity_GBps);
@@ -208,6 +213,8 @@ class FlowNetwork {
   std::size_t active_ = 0;
   Sharing sharing_;
   std::uint64_t solves_ = 0;
+  std::uint64_t flows_resolved_ = 0;
+  std::uint64_t rate_changes_ = 0;
 
   // Changes since the last solve, which runs once per timestamp as an event at now() (in epochs
   // mode, after a flow ends, possibly later).

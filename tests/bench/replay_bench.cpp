@@ -4,6 +4,9 @@
 // DeepEP's), one RDMA flow per source GPU and destination node, forwarded inside the node. The third is
 // the bandwidth sharing (engine.bandwidth_sharing): 0 exact, n > 0 epochs with engine.epoch_tolerance
 // n / 10,000. The layer_us counter is the simulated layer time, for the error of epochs against exact.
+//
+// BM_WideEpLayer goes on to EP 2,048 on a model wide enough to hold whole experts at every degree, and
+// counts what the engine did: events run, rate re-solves, flows they covered, rates that moved.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -11,6 +14,9 @@
 
 #include "sim/balancers/static_ep.hpp"
 #include "sim/config/loaders.hpp"
+#include "sim/replay/exchange_fanout.hpp"
+#include "sim/replay/layer_run.hpp"
+#include "sim/replay/sim_context.hpp"
 #include "sim/replay/simulate_layer.hpp"
 
 using namespace epsim;
@@ -65,7 +71,50 @@ void BM_StaticEpLayer(benchmark::State& state) {
   state.counters["layers_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// One GLM-5-like layer (hidden 6144, top-8) with 2,048 experts, static EP, forward and backward, 4,096
+// tokens per rank, per-node copies (the preset's), exact sharing, on H100 nodes of 8: EP 128 holds 16
+// experts a GPU, EP 2,048 one.
+void BM_WideEpLayer(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
+  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
+  model.num_experts = 2048;
+  const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
+  BalancerContext c;
+  c.num_gpus = ep;
+  c.gpus_per_node = hw.gpus_per_node;
+  c.model = &model;
+  c.hardware = &hw;
+  const Plan plan = StaticEp().plan(rec, c);
+  const std::vector<std::int64_t> local(ep, 4096);
+  std::uint64_t events = 0, solves = 0, resolved = 0, changes = 0;
+  Time_ps layer_ps = 0;
+  for (auto _ : state) {
+    // simulate_layer's steps, keeping the context to read its counters.
+    SimContext context(hw, model, plan.num_gpus);
+    const ExchangeFanout fanout(plan, nullptr, model, hw.ep_backend.token_copies, hw.gpus_per_node);
+    LayerRun run(context, plan, fanout, local, true);
+    const LayerResult r = run.run();
+    layer_ps = r.layer_ps();
+    events = context.queue().events_run();
+    solves = context.network().solves();
+    resolved = context.network().flows_resolved();
+    changes = context.network().rate_changes();
+    benchmark::DoNotOptimize(r.forward_ps);
+  }
+  state.counters["layer_us"] = ps_to_us(layer_ps);
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["solves"] = static_cast<double>(solves);
+  state.counters["flows_resolved"] = static_cast<double>(resolved);
+  state.counters["rate_changes"] = static_cast<double>(changes);
+}
+
 }  // namespace
+
+BENCHMARK(BM_WideEpLayer)->ArgName("ep")->Arg(128)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_StaticEpLayer)
     ->ArgNames({"ep", "copies", "epoch_tol_1e4"})

@@ -476,3 +476,26 @@ TEST_CASE("FlowNetwork: an all-to-all-v over a rail-forwarded topology matches t
     CHECK(std::fabs(static_cast<double>(ended[f]) - expect[f]) <= 2.0 * static_cast<double>(flows.size()));
   }
 }
+
+TEST_CASE("FlowNetwork: the solver's counters count re-solves, flows re-solved and rates moved") {
+  // Two flows start together on one link: one solve sets both rates (0 -> C/2). When the smaller
+  // ends, the other lost its only bottleneck: one solve of one flow moves its rate (C/2 -> C). When
+  // it ends, no flow is left to re-solve. A third flow on a second link that shares nothing with
+  // them is never re-solved after its own start: its solve is the first one (same instant).
+  EventQueue q;
+  FlowNetwork net(q);
+  const LinkId a = net.add_link("a", 100);
+  const LinkId b = net.add_link("b", 100);
+  Done small, large, apart;
+  net.start_flow({a}, 1e6, 0, kNoCap, small.callback());
+  net.start_flow({a}, 3e6, 0, kNoCap, large.callback());
+  net.start_flow({b}, 1e6, 0, kNoCap, apart.callback());
+  q.run();
+  // 1e6 B at 50 GB/s = 20 us; the rest, 2e6 B, at 100 GB/s = 20 us.
+  CHECK(small.ended_ps == 20'000'000);
+  CHECK(large.ended_ps == 40'000'000);
+  CHECK(apart.ended_ps == 10'000'000);
+  CHECK(net.solves() == 2);
+  CHECK(net.flows_resolved() == 3 + 1);
+  CHECK(net.rate_changes() == 3 + 1);
+}
