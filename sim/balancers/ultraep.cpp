@@ -156,25 +156,35 @@ struct ExpertSplit {
   std::int64_t total_room = 0;  ///< the rooms' sum (every source's leftover tokens together)
   double reciprocal = 0;
   bool locality_aware = true;
+  int expert = 0;
+  std::size_t table = 0;  ///< where its sources' splits start in plan()'s table (k entries a source)
 };
 
-/// Source s's `count` tokens of the expert over its instances: tokens[i] for instance i, with
-/// `frac` and `order` as working space (k entries each).
-void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t* tokens, std::int64_t* frac,
-                  int* order) {
-  // With locality, the instance on the source's own GPU (an expert has at most one per GPU) keeps its
-  // tokens up to its quota.
-  std::int64_t kept = 0;
-  for (int i = 0; i < x.k; ++i) {
-    tokens[i] = x.locality_aware && x.instances[i].gpu == s ? std::min(count, x.instances[i].quota) : 0;
-    kept += tokens[i];
-  }
-  const std::int64_t left = count - kept;
-  if (left == 0) return;
+/// Shares `left` tokens of a source over the expert's eligible instances in proportion to their
+/// room, largest remainder first: tokens[i] += instance i's share. `frac` and `order` are working
+/// space (k entries each).
+void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, std::int64_t* frac, int* order) {
   const int m = x.m;
   const int* eligible = x.eligible;
   if (m == 1) {  // its room is all the room there is: the whole share, nothing left over
     tokens[eligible[0]] += left;
+    return;
+  }
+  if (m == 2) {  // the general case below with one division and at most one token left over
+    const int a = eligible[0];
+    const int b = eligible[1];
+    std::int64_t frac_a = 0;
+    const std::int64_t share = divide(left * x.instances[a].room, x.total_room, x.reciprocal, frac_a);
+    tokens[a] += share;
+    if (frac_a == 0) {
+      tokens[b] += left - share;
+      return;
+    }
+    // b's remainder is total_room - frac_a; the larger remainder takes the token (ties: lower tie).
+    const std::int64_t frac_b = x.total_room - frac_a;
+    const bool to_b = frac_b != frac_a ? frac_b > frac_a : x.instances[b].tie < x.instances[a].tie;
+    tokens[b] += left - share - (to_b ? 0 : 1);
+    tokens[a] += to_b ? 0 : 1;
     return;
   }
   // All but the last eligible instance by division. The rooms add up to total_room, so the last
@@ -224,6 +234,23 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
   for (std::int64_t r = 0; r < extra; ++r) ++tokens[order[r]];
 }
 
+
+/// Source s's `count` tokens of the expert over its instances: tokens[i] for instance i, with
+/// `frac` and `order` as working space (k entries each). A source that hosts none of the expert's
+/// instances keeps nothing: its split is share_left's alone.
+void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t* tokens, std::int64_t* frac,
+                  int* order) {
+  // With locality, the instance on the source's own GPU (an expert has at most one per GPU) keeps its
+  // tokens up to its quota.
+  std::int64_t kept = 0;
+  for (int i = 0; i < x.k; ++i) {
+    tokens[i] = x.locality_aware && x.instances[i].gpu == s ? std::min(count, x.instances[i].quota) : 0;
+    kept += tokens[i];
+  }
+  const std::int64_t left = count - kept;
+  if (left == 0) return;
+  share_left(x, left, tokens, frac, order);
+}
 
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
 /// working space; plan() passes the same one for every domain so that its buffers are allocated once.
@@ -478,19 +505,51 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     x.eligible = elig;
     x.reciprocal = x.total_room > 0 ? 1.0 / static_cast<double>(x.total_room) : 0.0;
     x.locality_aware = locality;
+    x.expert = e;
+    x.table = static_cast<std::size_t>(first) * n;
     first += x.k;
   }
 
-  // Routes source by source, expert by expert, instance by instance (master first), zeros left out,
-  // each split where its routes are written. They are written in place through a pointer into the
-  // vector sized beforehand for the most there can be (a sending source reaches at most each instance
-  // of the expert) and then cut to those written: appending them one by one (a capacity check, a
-  // default-constructed route and a size update each) cost more than the rest of plan().
+  // Every sending source's split of every expert with copies, expert by expert (the same instances,
+  // rooms and divisor for all of an expert's sources, so that the split's branches go the same way
+  // from one source to the next): source s's tokens for instance i of split x are
+  // split_tokens[x.table + s * x.k + i]. Only a source that hosts one of the expert's instances keeps
+  // tokens (with locality); the others share all of theirs.
+  std::vector<std::int64_t> split_tokens(split_instances.size() * static_cast<std::size_t>(n), 0);
+  {
+    std::vector<std::int64_t> frac(most_instances);
+    std::vector<int> order(most_instances);
+    std::vector<char> hosts(n, 0);
+    for (const ExpertSplit& x : splits) {
+      if (locality)
+        for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 1;
+      const std::uint32_t* column = counts + x.expert;
+      std::int64_t* out = split_tokens.data() + x.table;
+      for (int s = 0; s < n; ++s, out += x.k) {
+        const std::int64_t c = column[static_cast<std::size_t>(s) * experts];
+        if (c == 0) continue;
+        if (hosts[s])
+          split_source(x, s, c, out, frac.data(), order.data());
+        else
+          share_left(x, c, out, frac.data(), order.data());
+      }
+      if (locality)
+        for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 0;
+    }
+  }
+
+  // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
+  // They are written in place through a pointer into routes_, a vector kept between calls and sized
+  // for the most there can be (a sending source reaches at most each instance of the expert), and
+  // then copied into the plan at once: appending them one by one (a capacity check, a
+  // default-constructed route and a size update each) cost more than the rest of plan(), and so did
+  // default-constructing the plan's routes before writing them. routes_ never has its via_gpu and
+  // stage changed from their defaults, and every other field of a route used is written here.
   std::size_t most_routes = 0;
   for (int e = 0; e < experts; ++e)
     most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
-  plan.routes.resize(most_routes);
-  TokenRoute* route = plan.routes.data();
+  if (routes_.size() < most_routes) routes_.resize(most_routes);
+  TokenRoute* route = routes_.data();
   auto add_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
     route->src_rank = src;
     route->instance = instance;
@@ -498,8 +557,6 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
     ++route;
   };
-  std::vector<std::int64_t> tokens(most_instances), frac(most_instances);
-  std::vector<int> order(most_instances);
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
@@ -509,12 +566,12 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
         continue;
       }
       const ExpertSplit& x = splits[split_of[e]];
-      split_source(x, s, row[e], tokens.data(), frac.data(), order.data());
+      const std::int64_t* tokens = split_tokens.data() + x.table + static_cast<std::size_t>(s) * x.k;
       for (int i = 0; i < x.k; ++i)
         if (tokens[i] != 0) add_route(s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
     }
   }
-  plan.routes.resize(static_cast<std::size_t>(route - plan.routes.data()));
+  plan.routes.assign(routes_.data(), route);
   return plan;
 }
 

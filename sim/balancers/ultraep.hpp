@@ -99,6 +99,7 @@ class UltraEp : public Balancer {
 
  private:
   UltraEpParams params_;
+  std::vector<TokenRoute> routes_;  ///< plan()'s routes are written here first (see plan())
 };
 
 /// Reads spare_slots_per_gpu, balance_threshold, oracle_eps, min_tokens_per_replica,
