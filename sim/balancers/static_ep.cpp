@@ -15,6 +15,11 @@ Plan StaticEp::plan(const TraceRecord& record, const BalancerContext& context) {
     plan.instances.push_back({e, gpu, InstanceKind::static_expert});
     plan.gemm_order[gpu].front().instances.push_back(e);
   }
+  // One route per non-zero count: reserved exactly, since at wide EP growing the vector (and
+  // touching fresh pages for each copy) cost more than filling it.
+  std::size_t routes = 0;
+  for (const std::uint32_t c : record.counts) routes += c != 0;
+  plan.routes.reserve(routes);
   for (int s = 0; s < n; ++s) {
     for (int e = 0; e < experts; ++e) {
       const std::uint32_t c = record.count(s, e, experts);
