@@ -107,22 +107,16 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
   return true;
 }
 
-/// a / b, remainder in `rem`, for a >= 0 and b > 0. Below 2^53 the quotient comes from b's reciprocal
-/// in double precision and is then corrected to the exact one (it is off by a few units at most): a
-/// multiplication instead of a 64-bit division, which is several times slower and is done for every
-/// (source, instance) pair of a split expert.
-std::int64_t divide(std::int64_t a, std::int64_t b, double reciprocal, std::int64_t& rem) {
-  if (a >= (std::int64_t{1} << 53)) {
-    rem = a % b;
-    return a / b;
-  }
-  std::int64_t q = static_cast<std::int64_t>(static_cast<double>(a) * reciprocal);
+__extension__ typedef unsigned __int128 Wide;
+
+/// a / b, remainder in `rem`, for a >= 0 and b > 0, with `inverse` = floor((2^64 - 1) / b): the high
+/// half of a x inverse is a / b rounded down or one less (it is within a / 2^64 < 1/2 of a / b), and
+/// one comparison corrects it. A multiplication instead of a 64-bit division, which is several times
+/// slower and is done for every (source, instance) pair of a split expert.
+std::int64_t divide(std::int64_t a, std::int64_t b, std::uint64_t inverse, std::int64_t& rem) {
+  std::int64_t q = static_cast<std::int64_t>((static_cast<Wide>(static_cast<std::uint64_t>(a)) * inverse) >> 64);
   std::int64_t r = a - q * b;
-  while (r < 0) {
-    --q;
-    r += b;
-  }
-  while (r >= b) {
+  if (r >= b) {
     ++q;
     r -= b;
   }
@@ -154,11 +148,30 @@ struct ExpertSplit {
   const int* eligible = nullptr;
   int m = 0;
   std::int64_t total_room = 0;  ///< the rooms' sum (every source's leftover tokens together)
-  double reciprocal = 0;
+  std::uint64_t inverse = 0;  ///< floor((2^64 - 1) / total_room), for divide()
   bool locality_aware = true;
   int expert = 0;
   std::size_t table = 0;  ///< where its sources' splits start in plan()'s table (k entries a source)
 };
+
+/// share_left with two eligible instances: the general case below with one division and at most one
+/// token left over.
+inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
+  const int a = x.eligible[0];
+  const int b = x.eligible[1];
+  std::int64_t frac_a = 0;
+  const std::int64_t share = divide(left * x.instances[a].room, x.total_room, x.inverse, frac_a);
+  tokens[a] += share;
+  if (frac_a == 0) {
+    tokens[b] += left - share;
+    return;
+  }
+  // b's remainder is total_room - frac_a; the larger remainder takes the token (ties: lower tie).
+  const std::int64_t frac_b = x.total_room - frac_a;
+  const bool to_b = frac_b != frac_a ? frac_b > frac_a : x.instances[b].tie < x.instances[a].tie;
+  tokens[b] += left - share - (to_b ? 0 : 1);
+  tokens[a] += to_b ? 0 : 1;
+}
 
 /// Shares `left` tokens of a source over the expert's eligible instances in proportion to their
 /// room, largest remainder first: tokens[i] += instance i's share. `frac` and `order` are working
@@ -170,21 +183,8 @@ void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, s
     tokens[eligible[0]] += left;
     return;
   }
-  if (m == 2) {  // the general case below with one division and at most one token left over
-    const int a = eligible[0];
-    const int b = eligible[1];
-    std::int64_t frac_a = 0;
-    const std::int64_t share = divide(left * x.instances[a].room, x.total_room, x.reciprocal, frac_a);
-    tokens[a] += share;
-    if (frac_a == 0) {
-      tokens[b] += left - share;
-      return;
-    }
-    // b's remainder is total_room - frac_a; the larger remainder takes the token (ties: lower tie).
-    const std::int64_t frac_b = x.total_room - frac_a;
-    const bool to_b = frac_b != frac_a ? frac_b > frac_a : x.instances[b].tie < x.instances[a].tie;
-    tokens[b] += left - share - (to_b ? 0 : 1);
-    tokens[a] += to_b ? 0 : 1;
+  if (m == 2) {
+    share_two(x, left, tokens);
     return;
   }
   // All but the last eligible instance by division. The rooms add up to total_room, so the last
@@ -197,7 +197,7 @@ void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, s
   for (int t = 0; t + 1 < m; ++t) {
     const int i = eligible[t];
     // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
-    const std::int64_t share = divide(left * x.instances[i].room, total, x.reciprocal, frac[i]);
+    const std::int64_t share = divide(left * x.instances[i].room, total, x.inverse, frac[i]);
     tokens[i] += share;
     given += share;
     rest += frac[i];
@@ -503,7 +503,7 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     }
     x.instances = inst;
     x.eligible = elig;
-    x.reciprocal = x.total_room > 0 ? 1.0 / static_cast<double>(x.total_room) : 0.0;
+    x.inverse = x.total_room > 0 ? ~std::uint64_t{0} / static_cast<std::uint64_t>(x.total_room) : 0;
     x.locality_aware = locality;
     x.expert = e;
     x.table = static_cast<std::size_t>(first) * n;
@@ -525,11 +525,15 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 1;
       const std::uint32_t* column = counts + x.expert;
       std::int64_t* out = split_tokens.data() + x.table;
+      // The common case, two instances sharing, has a loop of its own without share_left's call.
+      const bool two = x.m == 2;
       for (int s = 0; s < n; ++s, out += x.k) {
         const std::int64_t c = column[static_cast<std::size_t>(s) * experts];
         if (c == 0) continue;
         if (hosts[s])
           split_source(x, s, c, out, frac.data(), order.data());
+        else if (two)
+          share_two(x, c, out);
         else
           share_left(x, c, out, frac.data(), order.data());
       }
