@@ -499,3 +499,21 @@ TEST_CASE("FlowNetwork: the solver's counters count re-solves, flows re-solved a
   CHECK(net.flows_resolved() == 3 + 1);
   CHECK(net.rate_changes() == 3 + 1);
 }
+
+TEST_CASE("FlowNetwork: a flow over six links shares its narrowest one max-min fairly") {
+  // Flow a crosses six links, the third of them 50 GB/s; flow b shares only that one. Both get
+  // 25 GB/s: b's 0.5 MB ends at 20 us, then a alone runs at 50 GB/s, its last 0.5 MB in 10 us.
+  EventQueue q;
+  FlowNetwork net(q);
+  std::vector<LinkId> path;
+  for (int k = 0; k < 6; ++k) path.push_back(net.add_link("l" + std::to_string(k), k == 2 ? 50 : 100));
+  Done a, b;
+  const FlowId fa = net.start_flow(path, 1e6, 0, kNoCap, a.callback());
+  net.start_flow({path[2]}, 5e5, 0, kNoCap, b.callback());
+  q.schedule(10'000'000, [&] { CHECK(net.flow_rate_GBps(fa) == doctest::Approx(25)); });
+  q.schedule(25'000'000, [&] { CHECK(net.flow_rate_GBps(fa) == doctest::Approx(50)); });
+  q.run();
+  CHECK(b.ended_ps == 20'000'000);
+  CHECK(a.ended_ps == 30'000'000);
+  CHECK(net.link_bytes(path[5]) == doctest::Approx(1e6));
+}
