@@ -154,6 +154,9 @@ struct ExpertSplit {
   std::size_t table = 0;  ///< where its sources' splits start in plan()'s table (k entries a source)
 };
 
+/// The most eligible instances over which share_left picks the extra tokens' instances one by one.
+constexpr int kSelectedSplit = 8;
+
 /// share_left with two eligible instances: the general case below with one division and at most one
 /// token left over.
 inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
@@ -230,6 +233,16 @@ void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, s
     return;
   }
   std::copy(eligible, eligible + m, order);
+  if (m <= kSelectedSplit) {  // picked one by one: fewer comparisons than nth_element makes for a few
+    for (int r = 0; r < extra; ++r) {
+      int best = r;
+      for (int t = r + 1; t < m; ++t)
+        if (before(order[t], order[best])) best = t;
+      std::swap(order[r], order[best]);
+      ++tokens[order[r]];
+    }
+    return;
+  }
   std::nth_element(order, order + (extra - 1), order + m, before);
   for (std::int64_t r = 0; r < extra; ++r) ++tokens[order[r]];
 }
