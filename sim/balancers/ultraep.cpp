@@ -265,6 +265,16 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
   share_left(x, left, tokens, frac, order);
 }
 
+/// Writes the route of `tokens` from `src` to `instance` on `gpu` over the default-constructed
+/// `route` (its via_gpu and stage stay as they are) and returns the next one.
+inline TokenRoute* write_route(TokenRoute* route, int src, int instance, std::int64_t tokens, int gpu) {
+  route->src_rank = src;
+  route->instance = instance;
+  route->tokens = tokens;
+  route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
+  return route + 1;
+}
+
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
 /// working space; plan() passes the same one for every domain so that its buffers are allocated once.
 UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
@@ -567,26 +577,22 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
   if (routes_.size() < most_routes) routes_.resize(most_routes);
   TokenRoute* route = routes_.data();
-  auto add_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
-    route->src_rank = src;
-    route->instance = instance;
-    route->tokens = tokens;
-    route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
-    ++route;
-  };
+  // Each source's row runs from one expert with copies to the next (`splits` is in expert order):
+  // the experts between them have one route each, in a loop with nothing else to decide.
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
-    for (int e = 0; e < experts; ++e) {
-      if (row[e] == 0) continue;
-      if (split_of[e] < 0) {
-        add_route(s, e, row[e], home[e]);
-        continue;
-      }
-      const ExpertSplit& x = splits[split_of[e]];
+    int e = 0;
+    for (const ExpertSplit& x : splits) {
+      for (; e < x.expert; ++e)
+        if (row[e] != 0) route = write_route(route, s, e, row[e], home[e]);
+      ++e;
+      if (row[x.expert] == 0) continue;
       const std::int64_t* tokens = split_tokens.data() + x.table + static_cast<std::size_t>(s) * x.k;
       for (int i = 0; i < x.k; ++i)
-        if (tokens[i] != 0) add_route(s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
+        if (tokens[i] != 0) route = write_route(route, s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
     }
+    for (; e < experts; ++e)
+      if (row[e] != 0) route = write_route(route, s, e, row[e], home[e]);
   }
   plan.routes.assign(routes_.data(), route);
   return plan;
