@@ -14,8 +14,16 @@
 //
 //  * Otherwise the flows left without a bottleneck (and new flows) are the roots of the re-solve.
 //    Its constraining links are those that lost saturation or gained a flow, plus every saturated
-//    link of a re-solved flow; every flow on a constraining link is re-solved. Flows elsewhere keep
-//    their rates: their bottleneck links carry no re-solved flow, so they stay justified.
+//    link of a re-solved flow; every flow that a constraining link is a bottleneck of is re-solved.
+//    Flows elsewhere keep their rates: their bottleneck links carry no re-solved flow, so they stay
+//    justified.
+//
+//  * A flow that only passes through a constraining link (its bottlenecks are elsewhere, on links
+//    that are not constraining) keeps its rate and takes it off the link's capacity. That stays fair
+//    as long as it does not end above the level at which the link fills; if it would, it joins the
+//    re-solve and the solve is repeated. In an all-to-all most flows on a NIC are bottlenecked at
+//    the NIC at the other end: re-solving only the NIC's own bottleneck flows keeps a re-solve from
+//    spreading over the rail through flows whose rates do not move.
 //
 //  * Unsaturated links a re-solved flow crosses do not constrain the filling; afterwards each must
 //    still be below capacity (else it constrains and the solve is repeated). This is what keeps the
@@ -364,7 +372,7 @@ void FlowNetwork::solve() {
     forced_ = seeds_;
     do {
       collect_region(threshold);
-    } while (!fill_region() || !watched_links_fit());
+    } while (!fill_region() || !watched_links_fit() || !passing_flows_fit());
     flows_resolved_ += region_flows_.size();
     if (sharing_.mode == SharingMode::epochs) {
       for (std::int32_t slot : region_flows_) {
@@ -388,7 +396,7 @@ void FlowNetwork::solve() {
 
 void FlowNetwork::collect_region(double threshold) {
   if (++epoch_ == 0) {  // wrapped: old marks could collide with the new epoch
-    for (Link& l : links_) l.mark = l.watch = 0;
+    for (Link& l : links_) l.mark = l.watch = l.scanned = 0;
     for (FlowHot& h : hot_) h.mark = 0;
     epoch_ = 1;
   }
@@ -410,13 +418,14 @@ void FlowNetwork::collect_region(double threshold) {
     l.unfrozen = 0;
     for (const FlowRef& ref : l.flows) {
       const FlowHot& h = hot_[static_cast<std::size_t>(ref.flow)];
-      if (h.rate >= threshold) add_to_region(ref.flow);
+      if (h.rate >= threshold && ref.bottleneck) add_to_region(ref.flow);
       if (h.mark == epoch_) {
         ++l.unfrozen;
       } else {
         l.residual -= h.rate;
       }
     }
+    l.scanned = epoch_;
   }
 }
 
@@ -428,6 +437,10 @@ void FlowNetwork::add_to_region(std::int32_t slot) {
   region_flows_.push_back(slot);
   for (const Hop& hop : hops(slot)) {
     Link& m = links_[static_cast<std::size_t>(hop.link)];
+    if (m.scanned == epoch_) {  // counted as kept when its list was scanned: it is re-solved now
+      m.residual += h.rate;
+      ++m.unfrozen;
+    }
     // An unsaturated link constrains nobody as long as it stays below capacity, which
     // watched_links_fit() checks after the fact instead of pulling in all of its flows.
     if (m.mark == epoch_ || !m.saturated) continue;
@@ -492,6 +505,30 @@ bool FlowNetwork::fill_region() {
     for (const Hop& hop : hops(slot)) forced_.push_back(hop.link);
   }
   return false;
+}
+
+bool FlowNetwork::passing_flows_fit() {
+  // A flow that only passes through a constraining link (its bottleneck is elsewhere, on a link no
+  // re-solved flow crosses) kept its rate. It must not end up above the level at which the link
+  // filled: then it would be the one to yield there, and it joins the next attempt.
+  bool fit = true;
+  for (LinkId id : region_links_) {
+    const Link& l = links_[static_cast<std::size_t>(id)];
+    if (l.residual > l.capacity * kSaturationTol) continue;  // not full: it bounds nobody
+    double level = 0;
+    for (const FlowRef& ref : l.flows) {
+      const FlowHot& h = hot_[static_cast<std::size_t>(ref.flow)];
+      if (h.mark == epoch_) level = std::max(level, h.new_rate);
+    }
+    for (const FlowRef& ref : l.flows) {
+      const FlowHot& h = hot_[static_cast<std::size_t>(ref.flow)];
+      if (h.mark != epoch_ && h.rate > level * (1 + kSaturationTol)) {
+        roots_.push_back(ref.flow);
+        fit = false;
+      }
+    }
+  }
+  return fit;
 }
 
 bool FlowNetwork::watched_links_fit() {

@@ -166,6 +166,7 @@ class FlowNetwork {
     // Solver scratch.
     std::uint32_t mark = 0;   ///< == epoch: a constraining link of the current solve
     std::uint32_t watch = 0;  ///< == epoch: an unsaturated link some re-solved flow crosses
+    std::uint32_t scanned = 0;  ///< == epoch: its residual and unfrozen count are set
     int unfrozen = 0;
     double residual = 0;
     double watch_load = 0;
@@ -200,6 +201,7 @@ class FlowNetwork {
   bool fill_region();
   void freeze(std::int32_t slot, double rate);
   bool watched_links_fit();
+  bool passing_flows_fit();
   void refresh_bottlenecks();
 
   EventQueue& queue_;

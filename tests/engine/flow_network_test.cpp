@@ -517,3 +517,33 @@ TEST_CASE("FlowNetwork: a flow over six links shares its narrowest one max-min f
   CHECK(a.ended_ps == 30'000'000);
   CHECK(net.link_bytes(path[5]) == doctest::Approx(1e6));
 }
+
+TEST_CASE("FlowNetwork: a flow passing through a link that fills below its rate yields there") {
+  // Link a (100 GB/s) carries p, x1 and x2; link c (30 GB/s) carries p and q. p and q split c
+  // (15 each), x1 and x2 split the rest of a (42.5 each): p only passes through a. Then six flows
+  // join a: kept at 15, p would leave 85 / 8 = 10.6 to the others, above its own share, so p yields
+  // on a too: all nine flows on a run at 100 / 9, and q takes what p leaves on c, 30 - 100 / 9.
+  EventQueue q;
+  FlowNetwork net(q);
+  const LinkId a = net.add_link("a", 100);
+  const LinkId c = net.add_link("c", 30);
+  const FlowId p = net.start_flow({a, c}, 1e9, 0, kNoCap, nullptr);
+  const FlowId fq = net.start_flow({c}, 1e9, 0, kNoCap, nullptr);
+  const FlowId x1 = net.start_flow({a}, 1e9, 0, kNoCap, nullptr);
+  net.start_flow({a}, 1e9, 0, kNoCap, nullptr);
+  std::vector<FlowId> joined;
+  q.schedule(1'000'000, [&] {
+    CHECK(net.flow_rate_GBps(p) == doctest::Approx(15));
+    CHECK(net.flow_rate_GBps(fq) == doctest::Approx(15));
+    CHECK(net.flow_rate_GBps(x1) == doctest::Approx(42.5));
+    for (int k = 0; k < 6; ++k) joined.push_back(net.start_flow({a}, 1e9, 0, kNoCap, nullptr));
+  });
+  q.schedule(2'000'000, [&] {
+    CHECK(net.flow_rate_GBps(p) == doctest::Approx(100.0 / 9));
+    CHECK(net.flow_rate_GBps(fq) == doctest::Approx(30 - 100.0 / 9));
+    CHECK(net.flow_rate_GBps(x1) == doctest::Approx(100.0 / 9));
+    for (FlowId f : joined) CHECK(net.flow_rate_GBps(f) == doctest::Approx(100.0 / 9));
+  });
+  q.run();
+  CHECK(net.active_flows() == 0);
+}
