@@ -133,17 +133,22 @@ void AllToAllV::index_waits(const std::vector<HopSpec>& specs) {
 }
 
 void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources) {
-  std::map<std::pair<int, int>, int> rdma_of;  // (source, node) -> its RDMA hop
+  // (source, node) -> its RDMA hop, -1 for none: a flat table, since at wide EP there are
+  // sources x nodes of them and a tree of that many was a twentieth of a layer's time.
+  const std::size_t nodes = static_cast<std::size_t>(context_.topology().num_nodes());
+  std::vector<int> rdma_of(ranks_.size() * nodes, -1);
+  const auto key = [nodes](int source, int node) { return static_cast<std::size_t>(source) * nodes + static_cast<std::size_t>(node); };
   for (std::size_t id = 0; id < specs.size(); ++id)
-    if (specs[id].rdma) rdma_of[{specs[id].streams.front(), specs[id].node}] = static_cast<int>(id);
+    if (specs[id].rdma) rdma_of[key(specs[id].streams.front(), specs[id].node)] = static_cast<int>(id);
   for (std::size_t id = 0; id < specs.size(); ++id) {
     if (specs[id].rdma) continue;
     for (const int source : specs[id].streams) {
-      const auto it = rdma_of.find({source, specs[id].node});
-      if (it == rdma_of.end()) continue;
+      if (specs[id].node < 0) continue;
+      const int rdma = rdma_of[key(source, specs[id].node)];
+      if (rdma < 0) continue;
       // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
-      const int input = to_sources ? static_cast<int>(id) : it->second;
-      const int output = to_sources ? it->second : static_cast<int>(id);
+      const int input = to_sources ? static_cast<int>(id) : rdma;
+      const int output = to_sources ? rdma : static_cast<int>(id);
       hops_[static_cast<std::size_t>(input)].feeds.push_back(output);
       ++hops_[static_cast<std::size_t>(output)].inputs_left;
     }
