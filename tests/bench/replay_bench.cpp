@@ -9,8 +9,11 @@
 // counts what the engine did: events run, rate re-solves, flows they covered, rates that moved.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "sim/balancers/static_ep.hpp"
 #include "sim/config/loaders.hpp"
@@ -42,22 +45,41 @@ TraceRecord skewed_record(int ranks, int experts, int tokens_per_rank, int top_k
   return r;
 }
 
+// One static-EP layer of the GLM-5-like model with `experts` experts (0: the file's 256), 4,096 tokens
+// per rank with skewed_record's counts, on enough H100 nodes of 8 for `ep` GPUs.
+struct StaticLayer {
+  HardwareSpec hw;
+  ModelSpec model;
+  Plan plan;
+  std::vector<std::int64_t> local;
+
+  StaticLayer(int ep, int experts, const std::function<void(HardwareSpec&)>& adjust)
+      : hw(load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml")),
+        model(load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml")),
+        local(static_cast<std::size_t>(ep), 4096) {
+    adjust(hw);
+    hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
+    if (experts > 0) model.num_experts = experts;
+    const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
+    BalancerContext c;
+    c.num_gpus = ep;
+    c.gpus_per_node = hw.gpus_per_node;
+    c.model = &model;
+    c.hardware = &hw;
+    plan = StaticEp().plan(rec, c);
+  }
+};
+
 void BM_StaticEpLayer(benchmark::State& state) {
-  const int ep = static_cast<int>(state.range(0));
-  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
-  hw.ep_backend.token_copies = state.range(1) == 0 ? TokenCopies::per_expert : TokenCopies::per_node;
-  hw.engine.bandwidth_sharing = state.range(2) == 0 ? BandwidthSharing::exact : BandwidthSharing::epochs;
-  hw.engine.epoch_tolerance = static_cast<double>(state.range(2)) / 10'000;
-  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
-  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
-  const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
-  BalancerContext c;
-  c.num_gpus = ep;
-  c.gpus_per_node = hw.gpus_per_node;
-  c.model = &model;
-  c.hardware = &hw;
-  const Plan plan = StaticEp().plan(rec, c);
-  const std::vector<std::int64_t> local(ep, 4096);
+  const StaticLayer layer(static_cast<int>(state.range(0)), 0, [&](HardwareSpec& hw) {
+    hw.ep_backend.token_copies = state.range(1) == 0 ? TokenCopies::per_expert : TokenCopies::per_node;
+    hw.engine.bandwidth_sharing = state.range(2) == 0 ? BandwidthSharing::exact : BandwidthSharing::epochs;
+    hw.engine.epoch_tolerance = static_cast<double>(state.range(2)) / 10'000;
+  });
+  const HardwareSpec& hw = layer.hw;
+  const ModelSpec& model = layer.model;
+  const Plan& plan = layer.plan;
+  const std::vector<std::int64_t>& local = layer.local;
   std::size_t events = 0;
   Time_ps layer_ps = 0;
   for (auto _ : state) {
@@ -75,19 +97,11 @@ void BM_StaticEpLayer(benchmark::State& state) {
 // tokens per rank, per-node copies (the preset's), exact sharing, on H100 nodes of 8: EP 128 holds 16
 // experts a GPU, EP 2,048 one.
 void BM_WideEpLayer(benchmark::State& state) {
-  const int ep = static_cast<int>(state.range(0));
-  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
-  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
-  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
-  model.num_experts = 2048;
-  const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
-  BalancerContext c;
-  c.num_gpus = ep;
-  c.gpus_per_node = hw.gpus_per_node;
-  c.model = &model;
-  c.hardware = &hw;
-  const Plan plan = StaticEp().plan(rec, c);
-  const std::vector<std::int64_t> local(ep, 4096);
+  const StaticLayer layer(static_cast<int>(state.range(0)), 2048, [](HardwareSpec&) {});
+  const HardwareSpec& hw = layer.hw;
+  const ModelSpec& model = layer.model;
+  const Plan& plan = layer.plan;
+  const std::vector<std::int64_t>& local = layer.local;
   std::uint64_t events = 0, solves = 0, resolved = 0, changes = 0;
   Time_ps layer_ps = 0;
   for (auto _ : state) {
