@@ -141,9 +141,8 @@ void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources)
   for (std::size_t id = 0; id < specs.size(); ++id)
     if (specs[id].rdma) rdma_of[key(specs[id].streams.front(), specs[id].node)] = static_cast<int>(id);
   for (std::size_t id = 0; id < specs.size(); ++id) {
-    if (specs[id].rdma) continue;
+    if (specs[id].rdma || specs[id].node < 0) continue;
     for (const int source : specs[id].streams) {
-      if (specs[id].node < 0) continue;
       const int rdma = rdma_of[key(source, specs[id].node)];
       if (rdma < 0) continue;
       // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.

@@ -21,6 +21,7 @@
 #include "sim/replay/layer_run.hpp"
 #include "sim/replay/sim_context.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "traces/synth/synthetic_trace.hpp"
 
 using namespace epsim;
 
@@ -45,22 +46,42 @@ TraceRecord skewed_record(int ranks, int experts, int tokens_per_rank, int top_k
   return r;
 }
 
+// The first record `epsim trace generate --ranks EP --experts E --top-k K --tokens-per-rank 4096
+// --dist lognormal --lognormal-sigma 0.6 --rank-skew 0.2 --seed 1` writes: the counts of the
+// `epsim run` figures in docs/performance.md, "Wide EP".
+TraceRecord lognormal_record(int ranks, int experts, int top_k) {
+  SyntheticOptions o;
+  o.ranks = static_cast<std::uint32_t>(ranks);
+  o.experts = static_cast<std::uint32_t>(experts);
+  o.top_k = static_cast<std::uint32_t>(top_k);
+  o.tokens_per_rank = 4096;
+  o.dist = PopularityDist::lognormal;
+  o.lognormal_sigma = 0.6;
+  o.rank_skew = 0.2;
+  o.seed = 1;
+  SyntheticTrace trace(o);
+  TraceRecord r;
+  trace.next(r);
+  return r;
+}
+
 // One static-EP layer of the GLM-5-like model with `experts` experts (0: the file's 256), 4,096 tokens
-// per rank with skewed_record's counts, on enough H100 nodes of 8 for `ep` GPUs.
+// per rank with skewed_record's counts (or lognormal_record's), on enough H100 nodes of 8 for `ep` GPUs.
 struct StaticLayer {
   HardwareSpec hw;
   ModelSpec model;
   Plan plan;
   std::vector<std::int64_t> local;
 
-  StaticLayer(int ep, int experts, const std::function<void(HardwareSpec&)>& adjust)
+  StaticLayer(int ep, int experts, const std::function<void(HardwareSpec&)>& adjust, bool lognormal = false)
       : hw(load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml")),
         model(load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml")),
         local(static_cast<std::size_t>(ep), 4096) {
     adjust(hw);
     hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
     if (experts > 0) model.num_experts = experts;
-    const TraceRecord rec = skewed_record(ep, model.num_experts, 4096, model.top_k);
+    const TraceRecord rec = lognormal ? lognormal_record(ep, model.num_experts, model.top_k)
+                                      : skewed_record(ep, model.num_experts, 4096, model.top_k);
     BalancerContext c;
     c.num_gpus = ep;
     c.gpus_per_node = hw.gpus_per_node;
@@ -93,11 +114,13 @@ void BM_StaticEpLayer(benchmark::State& state) {
   state.counters["layers_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// One GLM-5-like layer (hidden 6144, top-8) with 2,048 experts, static EP, forward and backward, 4,096
-// tokens per rank, per-node copies (the preset's), exact sharing, on H100 nodes of 8: EP 128 holds 16
-// experts a GPU, EP 2,048 one.
+// One GLM-5-like layer (hidden 6144, top-8), static EP, forward and backward, 4,096 tokens per rank,
+// per-node copies (the preset's), exact sharing, on H100 nodes of 8. counts 0: skewed_record's
+// near-uniform counts over 2,048 experts (EP 128 holds 16 experts a GPU, EP 2,048 one); counts 1:
+// lognormal_record's over 1,024 experts, the layer of docs/performance.md's "Wide EP" runs.
 void BM_WideEpLayer(benchmark::State& state) {
-  const StaticLayer layer(static_cast<int>(state.range(0)), 2048, [](HardwareSpec&) {});
+  const bool lognormal = state.range(1) == 1;
+  const StaticLayer layer(static_cast<int>(state.range(0)), lognormal ? 1024 : 2048, [](HardwareSpec&) {}, lognormal);
   const HardwareSpec& hw = layer.hw;
   const ModelSpec& model = layer.model;
   const Plan& plan = layer.plan;
@@ -128,7 +151,11 @@ void BM_WideEpLayer(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_WideEpLayer)->ArgName("ep")->Arg(128)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WideEpLayer)
+    ->ArgNames({"ep", "counts"})
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0}})
+    ->ArgsProduct({{256, 512, 1024}, {1}})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_StaticEpLayer)
     ->ArgNames({"ep", "copies", "epoch_tol_1e4"})
