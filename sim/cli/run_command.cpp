@@ -141,6 +141,8 @@ int run_command(const std::vector<std::string>& args) {
   text << "  bandwidth sharing " << to_string(spec.hardware.engine.bandwidth_sharing);
   if (spec.hardware.engine.bandwidth_sharing == BandwidthSharing::epochs) {
     text << " (tolerance " << spec.hardware.engine.epoch_tolerance << ")";
+  } else if (spec.hardware.engine.bandwidth_sharing == BandwidthSharing::per_link) {
+    text << " (each link shared on its own, not max-min)";
   }
   text << "\n\n";
   summary.print(text);

@@ -189,9 +189,10 @@ HardwareSpec load_hardware(const std::string& path) {
   }
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
-    hw.engine.bandwidth_sharing = m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs"}) == "epochs"
-                                      ? BandwidthSharing::epochs
-                                      : BandwidthSharing::exact;
+    const std::string sharing = m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link"});
+    hw.engine.bandwidth_sharing = sharing == "epochs"     ? BandwidthSharing::epochs
+                                  : sharing == "per_link" ? BandwidthSharing::per_link
+                                                          : BandwidthSharing::exact;
     hw.engine.epoch_tolerance = m->get_double_or("epoch_tolerance", hw.engine.epoch_tolerance, 0, 0.1);
     m->finish();
   }

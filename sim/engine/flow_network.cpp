@@ -73,7 +73,13 @@ void FlowNetwork::set_sharing(const Sharing& sharing) {
   if (!(sharing.min_batch >= 0) || !std::isfinite(sharing.min_batch)) {
     throw std::invalid_argument("FlowNetwork: the epochs' min_batch must be finite and >= 0");
   }
+  if (flows_started_) throw std::logic_error("FlowNetwork: the sharing mode is chosen before the first flow");
   sharing_ = sharing;
+  per_link_.reset();
+  if (sharing.mode == SharingMode::per_link) {
+    per_link_ = std::make_unique<PerLinkSharing>(queue_);
+    for (const Link& l : links_) per_link_->add_link(l.capacity_GBps);
+  }
 }
 
 // ---- links ---------------------------------------------------------------------------------------
@@ -88,6 +94,7 @@ LinkId FlowNetwork::add_link(std::string name, double capacity_GBps) {
   link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
   link.bytes_at_ps = queue_.now_ps();
   links_.push_back(std::move(link));
+  if (per_link_) per_link_->add_link(capacity_GBps);
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -97,11 +104,13 @@ double FlowNetwork::link_capacity_GBps(LinkId link) const { return link_at(link)
 
 double FlowNetwork::link_bytes(LinkId link) const {
   const Link& l = link_at(link);
+  if (per_link_) return per_link_->link_bytes(link);
   return l.bytes + l.load * static_cast<double>(queue_.now_ps() - l.bytes_at_ps);
 }
 
 Time_ps FlowNetwork::link_busy_ps(LinkId link) const {
   const Link& l = link_at(link);
+  if (per_link_) return per_link_->link_busy_ps(link);
   return l.busy_ps + (l.flows.empty() ? 0 : queue_.now_ps() - l.busy_since_ps);
 }
 
@@ -142,12 +151,13 @@ const FlowNetwork::Flow* FlowNetwork::find(FlowId id) const {
 }
 
 double FlowNetwork::flow_rate_GBps(FlowId flow) const {
+  if (per_link_) return per_link_->flow_rate_GBps(flow);
   const Flow* f = find(flow);
   if (f == nullptr || f->state != FlowState::kTransfer) return 0;
   return hot_[static_cast<std::size_t>(f - flows_.data())].rate / GBps_to_bytes_per_ps(1.0);
 }
 
-std::size_t FlowNetwork::active_flows() const { return active_; }
+std::size_t FlowNetwork::active_flows() const { return per_link_ ? per_link_->active_flows() : active_; }
 
 FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
                                double rate_cap_GBps, DoneCallback on_done) {
@@ -156,6 +166,8 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
   if (links.size() > 0xffff) throw std::invalid_argument("FlowNetwork: too many links in one flow");
   if (!(rate_cap_GBps > 0)) throw std::invalid_argument("FlowNetwork: flow rate cap must be > 0");
   for (LinkId l : links) link_at(l);
+  flows_started_ = true;
+  if (per_link_) return per_link_->start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
 
   std::int32_t slot;
   if (!free_flows_.empty()) {

@@ -8,7 +8,7 @@
 // Re-solving touches only the connected component of links and flows that changed, as in SimGrid's
 // lazy max-min solver.
 //
-// Two sharing modes (Sharing, chosen by the hardware file's engine.bandwidth_sharing):
+// Three sharing modes (Sharing, chosen by the hardware file's engine.bandwidth_sharing):
 //
 //  * exact (the default, the reference): rates are re-solved at every instant a flow enters its
 //    transfer phase or ends.
@@ -27,16 +27,24 @@
 //    pass a flow's delay on to others, so the bound on a layer's or a GPU's finish time is
 //    measured, not proved: tests/engine/flow_fast_path_test.cpp (random flow sets and random layers
 //    against the exact mode) and docs/performance.md, which also says where epochs are faster.
+//
+//  * per_link: not max-min. Each link shares itself equally among its flows, and a flow ends when
+//    each of its links has carried its bytes (PerLinkSharing, per_link_sharing.hpp, which says what
+//    it gives up). A flow's end touches only its own links, so a wide all-to-all costs about EP^2
+//    rather than EP^4; its error against exact is measured in tests/engine/per_link_sharing_test.cpp
+//    and docs/performance.md.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/per_link_sharing.hpp"
 
 namespace epsim {
 
@@ -49,7 +57,7 @@ class FlowNetwork {
   using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
   static constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
 
-  enum class SharingMode : std::uint8_t { exact, epochs };
+  enum class SharingMode : std::uint8_t { exact, epochs, per_link };
   /// How rates are re-solved after flows end (see the top of this file).
   struct Sharing {
     SharingMode mode = SharingMode::exact;
@@ -63,8 +71,9 @@ class FlowNetwork {
 
   explicit FlowNetwork(EventQueue& queue);
 
-  /// Chooses the sharing mode, before the first flow starts. Throws std::invalid_argument for a
-  /// tolerance outside [0, 1) or a negative min_batch.
+  /// Chooses the sharing mode, before the first flow starts (links may already be there). Throws
+  /// std::invalid_argument for a tolerance outside [0, 1) or a negative min_batch, and
+  /// std::logic_error once a flow has started.
   void set_sharing(const Sharing& sharing);
   const Sharing& sharing() const { return sharing_; }
   /// Rate re-solves run so far.
@@ -217,6 +226,9 @@ class FlowNetwork {
   std::uint64_t solves_ = 0;
   std::uint64_t flows_resolved_ = 0;
   std::uint64_t rate_changes_ = 0;
+  /// per_link mode: every flow and the links' loads live there (links_ keeps names and capacities).
+  std::unique_ptr<PerLinkSharing> per_link_;
+  bool flows_started_ = false;
 
   // Changes since the last solve, which runs once per timestamp as an event at now() (in epochs
   // mode, after a flow ends, possibly later).

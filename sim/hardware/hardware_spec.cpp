@@ -14,7 +14,12 @@ const char* to_string(TokenCopies copies) {
 }
 
 const char* to_string(BandwidthSharing sharing) {
-  return sharing == BandwidthSharing::epochs ? "epochs" : "exact";
+  switch (sharing) {
+    case BandwidthSharing::exact: return "exact";
+    case BandwidthSharing::epochs: return "epochs";
+    case BandwidthSharing::per_link: return "per_link";
+  }
+  return "exact";
 }
 
 }  // namespace epsim

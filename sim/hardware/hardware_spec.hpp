@@ -103,13 +103,15 @@ struct EpBackendSpec {
 };
 
 /// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
-enum class BandwidthSharing { exact, epochs };
+enum class BandwidthSharing { exact, epochs, per_link };
 const char* to_string(BandwidthSharing sharing);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
 struct EngineSpec {
   /// exact: max-min rates re-solved at every flow start and end. epochs: after a flow ends, the flows
   /// it speeds up may keep their rates a little longer, so that several ends share one re-solve.
+  /// per_link: each link shares itself equally among its flows on its own, not max-min (the coarse
+  /// model for wide EP, sim/engine/per_link_sharing.hpp).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
   /// busy time (FlowNetwork::Sharing::tolerance).

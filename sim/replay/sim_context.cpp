@@ -36,8 +36,11 @@ CommKernel SimContext::comm_kernel(TokenPhase phase) const {
 SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus)
     : hw_(hw), model_(model), network_(queue_), topology_(hw, num_gpus, network_), gemm_(hw, model) {
   FlowNetwork::Sharing sharing;
-  sharing.mode = hw.engine.bandwidth_sharing == BandwidthSharing::epochs ? FlowNetwork::SharingMode::epochs
-                                                                         : FlowNetwork::SharingMode::exact;
+  switch (hw.engine.bandwidth_sharing) {
+    case BandwidthSharing::exact: sharing.mode = FlowNetwork::SharingMode::exact; break;
+    case BandwidthSharing::epochs: sharing.mode = FlowNetwork::SharingMode::epochs; break;
+    case BandwidthSharing::per_link: sharing.mode = FlowNetwork::SharingMode::per_link; break;
+  }
   sharing.tolerance = hw.engine.epoch_tolerance;
   network_.set_sharing(sharing);
   for (int g = 0; g < num_gpus; ++g) {

@@ -6,7 +6,9 @@
 // n / 10,000. The layer_us counter is the simulated layer time, for the error of epochs against exact.
 //
 // BM_WideEpLayer goes on to EP 2,048 on a model wide enough to hold whole experts at every degree, and
-// counts what the engine did: events run, rate re-solves, flows they covered, rates that moved.
+// counts what the engine did: events run, rate re-solves, flows they covered, rates that moved. Its
+// third argument is the sharing: 0 exact (max-min), 1 per_link (each link shared on its own; no
+// re-solves, so those counters read 0).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -120,7 +122,10 @@ void BM_StaticEpLayer(benchmark::State& state) {
 // lognormal_record's over 1,024 experts, the layer of docs/performance.md's "Wide EP" runs.
 void BM_WideEpLayer(benchmark::State& state) {
   const bool lognormal = state.range(1) == 1;
-  const StaticLayer layer(static_cast<int>(state.range(0)), lognormal ? 1024 : 2048, [](HardwareSpec&) {}, lognormal);
+  const BandwidthSharing sharing = state.range(2) == 1 ? BandwidthSharing::per_link : BandwidthSharing::exact;
+  const StaticLayer layer(
+      static_cast<int>(state.range(0)), lognormal ? 1024 : 2048,
+      [sharing](HardwareSpec& hw) { hw.engine.bandwidth_sharing = sharing; }, lognormal);
   const HardwareSpec& hw = layer.hw;
   const ModelSpec& model = layer.model;
   const Plan& plan = layer.plan;
@@ -152,9 +157,9 @@ void BM_WideEpLayer(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_WideEpLayer)
-    ->ArgNames({"ep", "counts"})
-    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0}})
-    ->ArgsProduct({{256, 512, 1024}, {1}})
+    ->ArgNames({"ep", "counts", "sharing"})
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0}, {0, 1}})
+    ->ArgsProduct({{256, 512, 1024}, {1}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_StaticEpLayer)

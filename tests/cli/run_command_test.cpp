@@ -76,6 +76,14 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(read_file(dir / "out2/summary.txt").find("\n  bandwidth sharing epochs (tolerance 0.005)\n") != std::string::npos);
+  // per_link says that it is not max-min.
+  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
+                                   "engine:\n  bandwidth_sharing: per_link\n");
+  r = run_epsim("run exp2.yaml -o out3", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir / "out3/summary.txt")
+            .find("\n  bandwidth sharing per_link (each link shared on its own, not max-min)\n") != std::string::npos);
 }
 
 TEST_CASE("the same inputs give byte-identical outputs") {

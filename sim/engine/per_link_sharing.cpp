@@ -1,0 +1,209 @@
+// Per-link processor sharing (the model and why: per_link_sharing.hpp).
+//
+// A link's virtual clock counts the bytes each of its flows has received: it runs at capacity / n
+// while n flows are on the link and stands still while none is. A flow that joins when the clock
+// reads v and has b bytes ends on that link when the clock reads v + b, whatever joins or leaves
+// meanwhile, so its end never has to be recomputed; only the link's next end moves, by one event.
+#include "sim/engine/per_link_sharing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace epsim {
+
+namespace {
+
+// A flow is done on a link once its end is within this many bytes of the clock, so that rounding
+// of the clock never leaves one pending forever (the same bound as FlowNetwork's).
+constexpr double kDoneBytes = 1e-6;
+constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
+
+
+}  // namespace
+
+PerLinkSharing::PerLinkSharing(EventQueue& queue) : queue_(queue) {}
+
+void PerLinkSharing::add_link(double capacity_GBps) {
+  Link link;
+  link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
+  link.clock_at_ps = queue_.now_ps();
+  links_.push_back(std::move(link));
+}
+
+std::int32_t PerLinkSharing::take_slot() {
+  if (!free_slots_.empty()) {
+    const std::int32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  flows_.emplace_back();
+  bounds_left_.push_back(0);
+  return static_cast<std::int32_t>(flows_.size() - 1);
+}
+
+PerLinkSharing::FlowId PerLinkSharing::id_of(std::int32_t slot) const {
+  return (static_cast<FlowId>(flows_[static_cast<std::size_t>(slot)].generation) << 32) | slot;
+}
+
+const PerLinkSharing::Flow* PerLinkSharing::find(FlowId id) const {
+  if (id < 0) return nullptr;
+  const std::uint64_t slot = static_cast<std::uint64_t>(id) & 0xffff'ffffULL;
+  if (slot >= flows_.size()) return nullptr;
+  const Flow& f = flows_[slot];
+  if (!f.active || f.generation != static_cast<std::uint32_t>(id >> 32)) return nullptr;
+  return &f;
+}
+
+PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
+                                                  double rate_cap_GBps, DoneCallback on_done) {
+  const std::int32_t slot = take_slot();
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  if (links.size() > f.hop_capacity) {  // the old segment is abandoned; slots rarely grow
+    f.hop_begin = static_cast<std::uint32_t>(hop_pool_.size());
+    f.hop_capacity = static_cast<std::uint32_t>(links.size());
+    hop_pool_.resize(hop_pool_.size() + links.size());
+  }
+  std::copy(links.begin(), links.end(), hop_pool_.begin() + f.hop_begin);
+  f.hop_count = static_cast<std::uint16_t>(links.size());
+  f.on_done = std::move(on_done);
+  f.bytes = bytes;
+  f.cap = std::isinf(rate_cap_GBps) ? std::numeric_limits<double>::infinity() : GBps_to_bytes_per_ps(rate_cap_GBps);
+  f.started_ps = queue_.now_ps();
+  f.active = true;
+  f.transferring = false;
+  ++active_;
+  const FlowId id = id_of(slot);
+  // Even a flow with nothing to move ends from an event, never inside start_flow.
+  f.event = queue_.schedule_in(latency_ps, [this, slot] { enter_transfer(slot); });
+  return id;
+}
+
+void PerLinkSharing::advance(Link& link) {
+  const Time_ps now = queue_.now_ps();
+  if (!link.ends.empty() && now != link.clock_at_ps) {
+    link.clock_bytes += link.capacity * static_cast<double>(now - link.clock_at_ps) /
+                        static_cast<double>(link.ends.size());
+  }
+  link.clock_at_ps = now;
+}
+
+void PerLinkSharing::enter_transfer(std::int32_t slot) {
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  f.event = 0;
+  f.transferring = true;
+  std::int32_t& bounds_left = bounds_left_[static_cast<std::size_t>(slot)];
+  bounds_left = 0;
+  if (f.bytes <= kDoneBytes || (f.hop_count == 0 && std::isinf(f.cap))) {
+    bounds_left = 1;
+    bound_met(slot);
+    return;
+  }
+  const Time_ps now = queue_.now_ps();
+  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
+    const std::int32_t id = hop_pool_[f.hop_begin + k];
+    Link& l = links_[static_cast<std::size_t>(id)];
+    advance(l);
+    if (l.ends.empty()) l.busy_since_ps = now;
+    const double end = l.clock_bytes + f.bytes;
+    l.ends.push_back(End{end, l.joined++, slot});
+    std::push_heap(l.ends.begin(), l.ends.end(), Later{});
+    l.joined_bytes += f.bytes;
+    l.ends_sum += end;
+    ++bounds_left;
+    schedule_link(id);
+  }
+  if (!std::isinf(f.cap)) {
+    ++bounds_left;
+    f.event = queue_.schedule_in(checked_ceil_ps((f.bytes - kDoneBytes) / f.cap, "a flow's transfer time"),
+                                 [this, slot] {
+                                   flows_[static_cast<std::size_t>(slot)].event = 0;
+                                   bound_met(slot);
+                                 });
+  }
+}
+
+void PerLinkSharing::schedule_link(std::int32_t id) {
+  Link& l = links_[static_cast<std::size_t>(id)];
+  if (l.ends.empty()) {
+    if (l.event != 0) queue_.cancel(l.event);
+    l.event = 0;
+    return;
+  }
+  const double left = l.ends.front().at_bytes - l.clock_bytes - kDoneBytes;
+  Time_ps at = queue_.now_ps();
+  if (left > 0) {
+    at += checked_ceil_ps(left * static_cast<double>(l.ends.size()) / l.capacity, "a flow's transfer time");
+  }
+  if (l.event != 0 && queue_.reschedule(l.event, at)) return;
+  l.event = queue_.schedule(at, [this, id] { link_event(id); });
+}
+
+void PerLinkSharing::link_event(std::int32_t id) {
+  Link& l = links_[static_cast<std::size_t>(id)];
+  l.event = 0;
+  advance(l);
+  ended_.clear();
+  while (!l.ends.empty() && l.ends.front().at_bytes <= l.clock_bytes + kDoneBytes) {
+    const End end = l.ends.front();
+    std::pop_heap(l.ends.begin(), l.ends.end(), Later{});
+    l.ends.pop_back();
+    l.ends_sum -= end.at_bytes;
+    ended_.push_back(end.slot);
+  }
+  if (l.ends.empty()) {
+    l.busy_ps += queue_.now_ps() - l.busy_since_ps;
+    l.ends_sum = 0;  // no rounding carried into the next busy period
+  }
+  schedule_link(id);
+  // The flows' callbacks may start flows on this link: its state is settled first. They never run a
+  // link's event, so ended_ is not touched while it is walked.
+  for (std::size_t k = 0; k < ended_.size(); ++k) bound_met(ended_[k]);
+}
+
+void PerLinkSharing::bound_met(std::int32_t slot) {
+  if (--bounds_left_[static_cast<std::size_t>(slot)] > 0) return;
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  DoneCallback on_done = std::move(f.on_done);
+  const Time_ps started_ps = f.started_ps;
+  f.on_done = nullptr;
+  f.active = false;
+  f.transferring = false;
+  f.generation = f.generation >= kMaxGeneration ? 1 : f.generation + 1;
+  free_slots_.push_back(slot);
+  --active_;
+  if (on_done) on_done(started_ps, queue_.now_ps());
+}
+
+double PerLinkSharing::flow_rate_GBps(FlowId id) const {
+  const Flow* f = find(id);
+  if (f == nullptr || !f->transferring) return 0;
+  const std::int32_t slot = static_cast<std::int32_t>(f - flows_.data());
+  double rate = f->cap;
+  for (std::uint32_t h = 0; h < f->hop_count; ++h) {
+    // A link still carries the flow while its end is in the link's heap (a scan: this is for
+    // inspection, not for the simulation).
+    const Link& l = links_[static_cast<std::size_t>(hop_pool_[f->hop_begin + h])];
+    const auto on_link = [slot](const End& e) { return e.slot == slot; };
+    if (std::any_of(l.ends.begin(), l.ends.end(), on_link))
+      rate = std::min(rate, l.capacity / static_cast<double>(l.ends.size()));
+  }
+  return std::isinf(rate) ? 0 : rate / GBps_to_bytes_per_ps(1.0);
+}
+
+double PerLinkSharing::link_bytes(int link) const {
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  if (l.ends.empty()) return l.joined_bytes;
+  const double n = static_cast<double>(l.ends.size());
+  const double clock =
+      l.clock_bytes + l.capacity * static_cast<double>(queue_.now_ps() - l.clock_at_ps) / n;
+  return l.joined_bytes - (l.ends_sum - n * clock);
+}
+
+Time_ps PerLinkSharing::link_busy_ps(int link) const {
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  return l.busy_ps + (l.ends.empty() ? 0 : queue_.now_ps() - l.busy_since_ps);
+}
+
+}  // namespace epsim

@@ -1,0 +1,124 @@
+// Per-link processor sharing: the coarse bandwidth model for wide expert parallelism.
+//
+// Each link shares its capacity equally among the flows it is still carrying, on its own: a link with
+// n flows gives each capacity / n, whatever the flows' other links do. A flow's bytes cross each of
+// its links in this way, all at once (the libraries pipeline a message in chunks), and the flow ends
+// when the last of its links has carried all of them: its end is the latest of its per-link ends. A
+// rate cap (a Copy Engine's bandwidth) is one more such bound, bytes / cap after the latency.
+//
+// Why: under max-min sharing (FlowNetwork's exact mode) one flow's end can move the rate of every
+// flow on an all-to-all's rail, about (EP / 8)^2 of them, so a layer costs about EP^4
+// (docs/performance.md, "What exact sharing costs at wide EP"). Here an end touches only its own
+// links: each link keeps a virtual clock, the bytes one of its flows has received since the link was
+// created, which runs at capacity / n, and a min-heap of its flows' ends on that clock. A flow that
+// starts or ends changes n, which moves the link's next end (one event per link, rescheduled) but
+// not the other flows' ends on the clock. A flow costs O(hops x log n), a layer about EP^2 log EP.
+//
+// What it gives up: a link serves a flow at capacity / n even while another link holds that flow
+// back, and the share the flow cannot use is not passed to the link's other flows (max-min passes
+// it on). A link is busy whenever it carries a flow and then moves its full capacity, so a phase
+// bottlenecked at one port ends when that port has moved its bytes, as under max-min; flows that a
+// busier port elsewhere holds back end later at their other link than max-min would let them. The
+// error against exact sharing is measured, not bounded: tests/engine/per_link_sharing_test.cpp and
+// docs/performance.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sim/core/time.hpp"
+#include "sim/engine/event_queue.hpp"
+
+namespace epsim {
+
+class PerLinkSharing {
+ public:
+  /// Called when a flow ends: (time the flow was started, time it ended).
+  using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
+  using FlowId = std::int64_t;
+
+  explicit PerLinkSharing(EventQueue& queue);
+
+  /// Adds the next link (ids are 0, 1, ... in order of addition); `capacity_GBps` > 0 and finite.
+  void add_link(double capacity_GBps);
+  /// Starts a flow now: after `latency_ps` its `bytes` cross every link of `links` at that link's
+  /// share, and at most `rate_cap_GBps` (infinite: no cap). The callers (FlowNetwork) check the
+  /// arguments. `on_done` runs from an event, never inside start_flow.
+  FlowId start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps, double rate_cap_GBps,
+                    DoneCallback on_done);
+
+  /// The rate a flow moves at now, GB/s: the smallest share among the links still carrying it and its
+  /// cap; 0 in its latency phase, once it ended, and for an unknown id.
+  double flow_rate_GBps(FlowId flow) const;
+  std::size_t active_flows() const { return active_; }
+  /// Bytes the link has carried so far.
+  double link_bytes(int link) const;
+  /// Time during which the link carried at least one flow.
+  Time_ps link_busy_ps(int link) const;
+
+ private:
+  /// A flow's end on one link's clock; ties end in the order the flows joined the link.
+  struct End {
+    double at_bytes;  ///< the link's virtual clock when the flow has received all its bytes
+    std::uint64_t order;
+    std::int32_t slot;
+  };
+  /// std::push_heap and pop_heap build a max-heap: this order puts the earliest end on top.
+  struct Later {
+    bool operator()(const End& a, const End& b) const {
+      return a.at_bytes > b.at_bytes || (a.at_bytes == b.at_bytes && a.order > b.order);
+    }
+  };
+  struct Link {
+    double capacity = 0;        ///< bytes per ps
+    double clock_bytes = 0;     ///< virtual clock: bytes each of its flows received, as of clock_at_ps
+    Time_ps clock_at_ps = 0;
+    std::vector<End> ends;      ///< min-heap on (at_bytes, order)
+    std::uint64_t joined = 0;   ///< flows that ever joined, for End::order
+    /// Bytes of every flow that joined, and the sum of its current flows' ends: what it carried is
+    /// joined_bytes less what its flows still miss, sum of (end - clock), with no flow to look up.
+    double joined_bytes = 0;
+    double ends_sum = 0;
+    Time_ps busy_ps = 0;
+    Time_ps busy_since_ps = 0;
+    EventQueue::Handle event = 0;  ///< its next end
+  };
+  struct Flow {
+    DoneCallback on_done;
+    std::uint32_t hop_begin = 0;  ///< this slot's segment of hop_pool_
+    std::uint32_t hop_capacity = 0;
+    std::uint16_t hop_count = 0;
+    double bytes = 0;
+    double cap = 0;               ///< bytes per ps, +inf when uncapped
+    Time_ps started_ps = 0;
+    EventQueue::Handle event = 0;  ///< end of latency, or the cap's bound
+    std::uint32_t generation = 1;
+    bool active = false;
+    bool transferring = false;
+  };
+
+  std::int32_t take_slot();
+  FlowId id_of(std::int32_t slot) const;
+  const Flow* find(FlowId id) const;
+  void advance(Link& link);
+  void enter_transfer(std::int32_t slot);
+  /// Schedules (or moves) the link's event to its next end.
+  void schedule_link(std::int32_t link);
+  void link_event(std::int32_t link);
+  /// One of the flow's bounds is met; the last one ends the flow.
+  void bound_met(std::int32_t slot);
+
+  EventQueue& queue_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  /// Per slot, apart from flows_ so that a link's ends touch 4 bytes a flow: the links (and the
+  /// cap) that have not carried all of the flow's bytes yet.
+  std::vector<std::int32_t> bounds_left_;
+  std::vector<std::int32_t> hop_pool_;  ///< the flows' links, a segment per slot
+  std::vector<std::int32_t> free_slots_;
+  std::vector<std::int32_t> ended_;  ///< scratch of link_event
+  std::size_t active_ = 0;
+};
+
+}  // namespace epsim
