@@ -1,7 +1,7 @@
 #include "sim/replay/all_to_all.hpp"
 
+#include <algorithm>
 #include <cassert>
-#include <map>
 
 namespace epsim {
 
@@ -55,12 +55,20 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
     if (!topology.same_node(from, to)) internode_bytes_ += bytes;
     specs.push_back(std::move(spec));
   };
-  // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves.
+  // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves,
+  // kept per (from, to's local index): a flat table read in (from, to) order, since a wide
+  // exchange looks one up for each of its n^2 pairs.
   struct Forward {
     double bytes = 0;
     std::vector<int> sources;
   };
-  std::map<std::pair<int, int>, Forward> forwards;  // (from, to): a fixed order
+  const int per_node = topology.gpus_per_node();
+  std::vector<Forward> forwards(by_node ? static_cast<std::size_t>(n) * per_node : 0);
+  const auto forward = [&](int from, int to) -> Forward& {
+    return forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(to % per_node)];
+  };
+  specs.reserve(static_cast<std::size_t>(n) *
+                static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64)));
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
       const double bytes = payload.gpu_bytes[a][b];
@@ -71,21 +79,24 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
       if (peer < 0) {
         add(a, b, bytes, {}, true);  // one message of its own (a partial last node may lack the peer)
       } else if (peer != expert_gpu) {
-        Forward& f = forwards[payload.to_sources ? std::make_pair(expert_gpu, peer) : std::make_pair(peer, expert_gpu)];
+        Forward& f = payload.to_sources ? forward(expert_gpu, peer) : forward(peer, expert_gpu);
         f.bytes += bytes;
         f.sources.push_back(source);
       }
     }
   }
   if (!by_node) return;
-  for (auto& [pair, f] : forwards) {
-    const auto [from, to] = pair;
+  for (int from = 0; from < n; ++from) {
     const int node = topology.node_of(from);
-    // A dispatch's forward waits for its sources to start; a combine's leaves the expert GPU's own outputs.
-    std::vector<int> origins = payload.to_sources ? std::vector<int>{} : f.sources;
-    add(from, to, f.bytes, std::move(origins), false, std::move(f.sources), node);
+    for (int local = 0; local < per_node; ++local) {
+      Forward& f = forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(local)];
+      if (f.sources.empty()) continue;
+      const int to = node * per_node + local;
+      // A dispatch's forward waits for its sources to start; a combine's leaves the expert GPU's own outputs.
+      std::vector<int> origins = payload.to_sources ? std::vector<int>{} : f.sources;
+      add(from, to, f.bytes, std::move(origins), false, std::move(f.sources), node);
+    }
   }
-  const int per_node = topology.gpus_per_node();
   for (int r = 0; r < n; ++r) {
     for (int m = 0; m < topology.num_nodes(); ++m) {
       const double bytes = payload.node_bytes[r][m];
@@ -186,9 +197,11 @@ void AllToAllV::release(const std::vector<int>& offsets, const std::vector<int>&
 
 void AllToAllV::launch(int id) {
   const Hop& hop = hops_[static_cast<std::size_t>(id)];
-  const std::string name = name_ + " " + std::to_string(hop.from) + "->" + std::to_string(hop.to);
-  if (hop.by_copy_engine) context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, name, [this, id] { hop_moved(id); });
-  else context_.ep_message(hop.from, hop.to, hop.bytes, pass_, name, [this, id] { hop_moved(id); });
+  std::string name = name_ + " " + std::to_string(hop.from) + "->" + std::to_string(hop.to);
+  if (hop.by_copy_engine)
+    context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, std::move(name), [this, id] { hop_moved(id); });
+  else
+    context_.ep_message(hop.from, hop.to, hop.bytes, pass_, std::move(name), [this, id] { hop_moved(id); });
 }
 
 void AllToAllV::hop_moved(int id) {

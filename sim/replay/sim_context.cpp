@@ -64,25 +64,26 @@ double SimContext::message_efficiency(int src, int dst, double payload_bytes) co
   return fabric * message_efficiency_at(hw_.ep_backend.message_efficiency, payload_bytes);
 }
 
-void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name,
-                            Done done) {
+void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, std::string name, Done done) {
   const double wire_bytes = payload_bytes / message_efficiency(src, dst, payload_bytes);
   const Track track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
   network_.start_flow(topology_.ep_route(src, dst), wire_bytes, topology_.ep_latency_ps(src, dst),
                       FlowNetwork::kNoRateCap,
-                      [this, src, track, pass, name, payload_bytes, done](Time_ps start, Time_ps end) {
-                        timeline_.events.push_back({src, track, pass, name, start, end, payload_bytes});
+                      // Called once: the name moves into the timeline (a wide layer has millions of them).
+                      [this, src, track, pass, name = std::move(name), payload_bytes,
+                       done = std::move(done)](Time_ps start, Time_ps end) mutable {
+                        timeline_.events.push_back({src, track, pass, std::move(name), start, end, payload_bytes});
                         done();
                       });
 }
 
-void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done) {
+void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, std::string name, Done done) {
   copy_engines_[src]->enqueue(
       topology_.nvlink_route(src, dst), bytes,
-      [this, src, dst, pass, name, bytes, done](Time_ps start, Time_ps end) {
+      [this, src, dst, pass, name = std::move(name), bytes, done = std::move(done)](Time_ps start, Time_ps end) mutable {
         copies_touching(src, -1);
         copies_touching(dst, -1);
-        timeline_.events.push_back({src, Track::copy_engine, pass, name, start, end, bytes});
+        timeline_.events.push_back({src, Track::copy_engine, pass, std::move(name), start, end, bytes});
         done();
       },
       [this, src, dst] {

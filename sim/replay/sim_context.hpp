@@ -53,10 +53,10 @@ class SimContext {
   /// (an IB-only message) and then sends one intra-node message from there to each destination rank.
   /// With SM-limited kernels (ep_backend.sm_GBps > 0) it also crosses src's ep_sms_out and dst's
   /// ep_sms_in links, which count its wire bytes.
-  void ep_message(int src, int dst, double payload_bytes, Pass pass, const std::string& name, Done done);
+  void ep_message(int src, int dst, double payload_bytes, Pass pass, std::string name, Done done);
   /// A copy on `src`'s Copy Engine to `dst` in the same node. While it runs it adds HBM traffic on both
   /// GPUs (copy_engine.hbm_traffic_factor), which memory-bound kernels there feel.
-  void ce_copy(int src, int dst, double bytes, Pass pass, const std::string& name, Done done);
+  void ce_copy(int src, int dst, double bytes, Pass pass, std::string name, Done done);
   /// A kernel of `work_ps` (all SMs free) on `gpu`'s compute stream, needing `hbm_fraction` of HBM
   /// bandwidth at full speed.
   void kernel(int gpu, Time_ps work_ps, Pass pass, const std::string& name,
