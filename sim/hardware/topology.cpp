@@ -161,17 +161,16 @@ LinkId Topology::ep_sms_in(int gpu) const {
   return ep_sms_in_[static_cast<std::size_t>(gpu)];
 }
 
-std::vector<LinkId> Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int dst) const {
+void Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int dst, std::vector<LinkId>& route) const {
   const std::int32_t* row = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
-  std::vector<LinkId> route;
+  const std::size_t first = route.size();
   for (int v = dst; v != src;) {
     const std::int32_t e = row[v];
     if (e < 0) throw std::logic_error("Topology: no route from GPU " + std::to_string(src) + " to vertex " + std::to_string(dst));
     route.push_back(edges_[static_cast<std::size_t>(e)].link);
     v = edges_[static_cast<std::size_t>(e)].source_vertex;
   }
-  std::reverse(route.begin(), route.end());
-  return route;
+  std::reverse(route.begin() + static_cast<std::ptrdiff_t>(first), route.end());
 }
 
 int Topology::rail_peer(int src, int dst) const {
@@ -186,7 +185,9 @@ std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
   if (src == dst || !same_node(src, dst)) {
     throw std::invalid_argument("Topology: nvlink_route needs two distinct GPUs of one node");
   }
-  return tree_route(nvlink_pred_, src, dst);
+  std::vector<LinkId> route;
+  tree_route(nvlink_pred_, src, dst, route);
+  return route;
 }
 
 int Topology::forwarding_gpu(int src, int dst) const {
@@ -196,25 +197,29 @@ int Topology::forwarding_gpu(int src, int dst) const {
 }
 
 std::vector<LinkId> Topology::ep_route(int src, int dst) const {
+  std::vector<LinkId> route;
+  ep_route(src, dst, route);
+  return route;
+}
+
+void Topology::ep_route(int src, int dst, std::vector<LinkId>& route) const {
   check_gpu(src);
   check_gpu(dst);
-  if (src == dst) return {};
-  std::vector<LinkId> route;
+  route.clear();
+  if (src == dst) return;
   if (has_ep_sm_links()) route.push_back(ep_sms_out_[static_cast<std::size_t>(src)]);
-  auto append = [&route](const std::vector<LinkId>& part) { route.insert(route.end(), part.begin(), part.end()); };
   if (same_node(src, dst)) {
-    append(tree_route(nvlink_pred_, src, dst));
+    tree_route(nvlink_pred_, src, dst, route);
   } else {
     const int peer = rail_peer(src, dst);
     if (peer < 0) {
-      append(tree_route(ib_pred_, src, dst));
+      tree_route(ib_pred_, src, dst, route);
     } else {
-      append(tree_route(ib_pred_, src, peer));
-      if (peer != dst) append(tree_route(nvlink_pred_, peer, dst));
+      tree_route(ib_pred_, src, peer, route);
+      if (peer != dst) tree_route(nvlink_pred_, peer, dst, route);
     }
   }
   if (has_ep_sm_links()) route.push_back(ep_sms_in_[static_cast<std::size_t>(dst)]);
-  return route;
 }
 
 Time_ps Topology::ep_latency_ps(int src, int dst) const {

@@ -52,6 +52,8 @@ class Topology {
   /// in, as one message; with direct, src's NIC out and dst's NIC in. With SM-limited kernels the route
   /// starts with ep_sms_out(src) and ends with ep_sms_in(dst).
   std::vector<LinkId> ep_route(int src, int dst) const;
+  /// The same into `route` (cleared first), whose capacity a caller sending many messages keeps.
+  void ep_route(int src, int dst, std::vector<LinkId>& route) const;
   /// The GPU an inter-node EP message from `src` to `dst` is forwarded through under rail_forward:
   /// the GPU of dst's node with src's local index (dst itself when they share the index). -1 when the
   /// pair is in one node, the route is direct, or that GPU is outside this topology (then the message
@@ -80,7 +82,8 @@ class Topology {
   void check_gpu(int gpu) const;
   LinkId present(const std::vector<LinkId>& links, int gpu, const char* what) const;
   /// Links along the BFS tree `pred` (one row per source GPU) from `src` to vertex `dst`.
-  std::vector<LinkId> tree_route(const std::vector<std::int32_t>& pred, int src, int dst) const;
+  /// Appends the links from `src` to vertex `dst` in the BFS tree `pred` to `route`.
+  void tree_route(const std::vector<std::int32_t>& pred, int src, int dst, std::vector<LinkId>& route) const;
   /// GPU that rail_forward forwards through for an inter-node pair, or -1 when the message goes
   /// direct (route "direct", or that GPU is not part of this topology).
   int rail_peer(int src, int dst) const;

@@ -91,6 +91,18 @@ class SimContext {
  private:
   double message_efficiency(int src, int dst, double payload_bytes) const;
   void copies_touching(int gpu, int delta);
+  void message_done(std::size_t slot, Time_ps start_ps, Time_ps end_ps);
+
+  /// An EP message in flight: what its end records and calls. Kept in a pool, so that the flow's
+  /// callback holds only a slot number and needs no allocation (a wide layer sends millions).
+  struct Message {
+    int src = 0;
+    Track track = Track::compute;
+    Pass pass = Pass::forward;
+    double payload_bytes = 0;
+    std::string name;
+    Done done;
+  };
 
   const HardwareSpec& hw_;
   const ModelSpec& model_;
@@ -103,6 +115,9 @@ class SimContext {
   std::vector<std::unique_ptr<HostCpu>> hosts_;  ///< one per node
   std::vector<int> active_copies_;                 ///< per GPU: Copy Engine copies reading or writing its HBM
   Timeline timeline_;
+  std::vector<Message> messages_;
+  std::vector<std::size_t> free_messages_;  ///< reused LIFO, deterministic
+  std::vector<LinkId> route_;               ///< scratch for ep_message's route
 };
 
 }  // namespace epsim
