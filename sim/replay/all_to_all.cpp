@@ -37,7 +37,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
   // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
   // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
   auto add = [&](int from, int to, double bytes, std::vector<int> origins, bool first,
-                 std::vector<int> streams = {}, int node = -1, bool rdma = false) {
+                 std::vector<int> streams = {}, int node = -1, int rdma_source = -1) {
     HopSpec spec;
     spec.hop.from = from;
     spec.hop.to = to;
@@ -45,7 +45,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
     spec.hop.by_copy_engine = copies && topology.same_node(from, to);
     spec.streams = std::move(streams);
     spec.node = node;
-    spec.rdma = rdma;
+    spec.rdma_source = rdma_source;
     spec.after_start = std::move(origins);
     if (spec.hop.by_copy_engine) spec.after_start.push_back(from);
     else spec.after_ready = from;
@@ -105,14 +105,14 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
       const int peer = topology.forwarding_gpu(r, m * per_node);
       if (peer < 0) continue;  // those pairs travelled on their own above
       if (!payload.to_sources) {
-        add(r, peer, bytes, {}, true, {r}, m, true);
+        add(r, peer, bytes, {}, true, {}, m, r);
         continue;
       }
       // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
       std::vector<int> origins;
       for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
         if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
-      add(peer, r, bytes, std::move(origins), true, {r}, m, true);
+      add(peer, r, bytes, std::move(origins), true, {}, m, r);
     }
   }
 }
@@ -151,19 +151,27 @@ void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources)
   std::vector<int> rdma_of(ranks_.size() * nodes, -1);
   const auto key = [nodes](int source, int node) { return static_cast<std::size_t>(source) * nodes + static_cast<std::size_t>(node); };
   for (std::size_t id = 0; id < specs.size(); ++id)
-    if (specs[id].rdma) rdma_of[key(specs[id].streams.front(), specs[id].node)] = static_cast<int>(id);
+    if (specs[id].rdma_source >= 0) rdma_of[key(specs[id].rdma_source, specs[id].node)] = static_cast<int>(id);
+  // (input, output) in the order they are found, then grouped by input keeping that order.
+  std::vector<std::pair<int, int>> links;
   for (std::size_t id = 0; id < specs.size(); ++id) {
-    if (specs[id].rdma || specs[id].node < 0) continue;
+    if (specs[id].rdma_source >= 0 || specs[id].node < 0) continue;
     for (const int source : specs[id].streams) {
       const int rdma = rdma_of[key(source, specs[id].node)];
       if (rdma < 0) continue;
       // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
       const int input = to_sources ? static_cast<int>(id) : rdma;
       const int output = to_sources ? rdma : static_cast<int>(id);
-      hops_[static_cast<std::size_t>(input)].feeds.push_back(output);
+      links.emplace_back(input, output);
       ++hops_[static_cast<std::size_t>(output)].inputs_left;
     }
   }
+  feed_offsets_.assign(hops_.size() + 1, 0);
+  for (const auto& [input, output] : links) ++feed_offsets_[static_cast<std::size_t>(input) + 1];
+  for (std::size_t h = 0; h < hops_.size(); ++h) feed_offsets_[h + 1] += feed_offsets_[h];
+  feeds_.resize(links.size());
+  std::vector<int> fill(feed_offsets_.begin(), feed_offsets_.end() - 1);
+  for (const auto& [input, output] : links) feeds_[static_cast<std::size_t>(fill[static_cast<std::size_t>(input)]++)] = output;
 }
 
 void AllToAllV::start(int rank) {
@@ -219,7 +227,8 @@ void AllToAllV::hop_moved(int id) {
 
 void AllToAllV::hop_done(int id) {
   const Hop& hop = hops_[static_cast<std::size_t>(id)];
-  for (const int next : hop.feeds) {
+  for (int f = feed_offsets_[static_cast<std::size_t>(id)]; f < feed_offsets_[static_cast<std::size_t>(id) + 1]; ++f) {
+    const int next = feeds_[static_cast<std::size_t>(f)];
     Hop& out = hops_[static_cast<std::size_t>(next)];
     if (--out.inputs_left == 0 && out.moved) hop_done(next);
   }

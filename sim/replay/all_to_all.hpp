@@ -71,7 +71,6 @@ class AllToAllV {
     int pending = 0;       ///< ranks still to start (or, for the sender of a kernel hop, to be ready)
     bool moved = false;    ///< its own bytes have arrived
     int inputs_left = 0;   ///< hops whose bytes it passes on, not yet done
-    std::vector<int> feeds;  ///< hops that pass its bytes on
   };
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
   /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
@@ -89,11 +88,11 @@ class AllToAllV {
     Hop hop;
     std::vector<int> after_start;
     int after_ready = -1;
-    /// Part of these sources' traffic with node `node`: their RDMA hop (one source), or a forwarding
-    /// NVLink hop (every source the peer serves for that destination).
+    /// Part of these sources' traffic with node `node`: a forwarding NVLink hop's (every source the
+    /// peer serves for that destination), or an RDMA hop's one source, `rdma_source`.
     std::vector<int> streams;
     int node = -1;
-    bool rdma = false;
+    int rdma_source = -1;
   };
 
   void add_hops(const ExchangePayload& payload, std::vector<HopSpec>& specs);
@@ -116,6 +115,8 @@ class AllToAllV {
   // Hops waiting on each rank, as offsets into flat lists (CSR): by its start, and by its kernel ready.
   std::vector<int> start_offsets_, start_hops_;
   std::vector<int> ready_offsets_, ready_hops_;
+  // The hops that pass each hop's bytes on, as offsets into a flat list (CSR).
+  std::vector<int> feed_offsets_, feeds_;
   double total_bytes_ = 0;
   double copy_engine_bytes_ = 0;
   double internode_bytes_ = 0;
