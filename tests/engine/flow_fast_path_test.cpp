@@ -19,6 +19,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/engine/flow_network.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/random_layer.hpp"
 #include "tests/test_paths.hpp"
 
 using epsim::EventQueue;
@@ -371,49 +372,6 @@ TEST_CASE("FlowNetwork fast path: the same inputs give the same completion times
 
 // ---- whole layers through both modes -----------------------------------------------------------
 
-namespace {
-
-// A random skewed count matrix: rank s sends to expert e a count drawn around a per-expert weight.
-epsim::TraceRecord random_record(int ranks, int experts, int tokens_per_rank, int top_k, std::uint64_t seed) {
-  epsim::TraceRecord r;
-  r.counts.assign(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(experts), 0);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 7;
-  const auto next = [&] {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return x;
-  };
-  std::vector<std::uint64_t> hot(static_cast<std::size_t>(experts));
-  for (std::uint64_t& h : hot) h = 1 + next() % (seed % 3 == 0 ? 20 : 4);
-  for (int s = 0; s < ranks; ++s) {
-    std::vector<std::uint64_t> w(static_cast<std::size_t>(experts));
-    std::uint64_t sum = 0;
-    for (int e = 0; e < experts; ++e) {
-      w[static_cast<std::size_t>(e)] = hot[static_cast<std::size_t>(e)] * (1 + next() % 100);
-      sum += w[static_cast<std::size_t>(e)];
-    }
-    for (int e = 0; e < experts; ++e) {
-      r.counts[static_cast<std::size_t>(s) * static_cast<std::size_t>(experts) + static_cast<std::size_t>(e)] =
-          static_cast<std::uint32_t>(static_cast<std::uint64_t>(tokens_per_rank) * static_cast<std::uint64_t>(top_k) *
-                                     w[static_cast<std::size_t>(e)] / sum);
-    }
-  }
-  return r;
-}
-
-// When each GPU's last task of the layer ends (compute, transfers, copies).
-std::vector<Time_ps> gpu_finish(const epsim::LayerResult& r, int gpus) {
-  std::vector<Time_ps> finish(static_cast<std::size_t>(gpus), 0);
-  for (const epsim::TimelineEvent& e : r.timeline.events) {
-    Time_ps& f = finish[static_cast<std::size_t>(e.gpu)];
-    f = std::max(f, e.end_ps);
-  }
-  return finish;
-}
-
-}  // namespace
-
 TEST_CASE("FlowNetwork fast path: whole layers within 0.5% of the exact solver") {
   // Static EP, forward and backward, on H100 nodes of 8, one flow per (token, expert) pair and per
   // node, random skews. The stated bounds: layer time within 2 x tolerance and within 0.5%, every
@@ -433,7 +391,7 @@ TEST_CASE("FlowNetwork fast path: whole layers within 0.5% of the exact solver")
                             << (copies == TokenCopies::per_node ? "per_node" : "per_expert") << ", seed " << seed);
           hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
           hw.ep_backend.token_copies = copies;
-          const TraceRecord rec = random_record(ep, model.num_experts, 2048, model.top_k, seed);
+          const TraceRecord rec = test::random_record(ep, model.num_experts, 2048, model.top_k, seed);
           BalancerContext c;
           c.num_gpus = ep;
           c.gpus_per_node = hw.gpus_per_node;
@@ -457,8 +415,8 @@ TEST_CASE("FlowNetwork fast path: whole layers within 0.5% of the exact solver")
           const double layer_error = relative(fast.layer_ps(), exact.layer_ps());
           worst_layer = std::max(worst_layer, layer_error);
           CHECK(layer_error <= 2 * tolerance);
-          const std::vector<Time_ps> exact_gpus = gpu_finish(exact, ep);
-          const std::vector<Time_ps> fast_gpus = gpu_finish(fast, ep);
+          const std::vector<Time_ps> exact_gpus = test::gpu_finish(exact, ep);
+          const std::vector<Time_ps> fast_gpus = test::gpu_finish(fast, ep);
           for (int g = 0; g < ep; ++g) {
             const double gpu_error =
                 relative(fast_gpus[static_cast<std::size_t>(g)], exact_gpus[static_cast<std::size_t>(g)]);

@@ -15,6 +15,7 @@
 #include "sim/config/loaders.hpp"
 #include "sim/engine/flow_network.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/random_layer.hpp"
 #include "tests/test_paths.hpp"
 
 using epsim::EventQueue;
@@ -260,41 +261,6 @@ TEST_CASE("per_link: engine.bandwidth_sharing per_link in a hardware file") {
 
 namespace {
 
-// Skewed counts: rank s sends expert e about tokens x top_k x w(s, e) / sum, where w is a per-expert
-// popularity (up to 20 x apart for one seed in three) times a per-pair draw.
-epsim::TraceRecord skewed_record(int ranks, int experts, int tokens_per_rank, int top_k, std::uint64_t seed) {
-  epsim::TraceRecord r;
-  r.counts.assign(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(experts), 0);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 11;
-  const auto next = [&] {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return x;
-  };
-  std::vector<std::uint64_t> hot(static_cast<std::size_t>(experts));
-  for (std::uint64_t& h : hot) h = 1 + next() % (seed % 3 == 0 ? 20 : 4);
-  for (int s = 0; s < ranks; ++s) {
-    std::vector<std::uint64_t> w(static_cast<std::size_t>(experts));
-    std::uint64_t sum = 0;
-    for (std::size_t e = 0; e < w.size(); ++e) sum += w[e] = hot[e] * (1 + next() % 100);
-    for (std::size_t e = 0; e < w.size(); ++e)
-      r.counts[static_cast<std::size_t>(s) * w.size() + e] = static_cast<std::uint32_t>(
-          static_cast<std::uint64_t>(tokens_per_rank) * static_cast<std::uint64_t>(top_k) * w[e] / sum);
-  }
-  return r;
-}
-
-// When each GPU's last task of the layer ends (compute, transfers, copies).
-std::vector<Time_ps> gpu_finish(const epsim::LayerResult& r, int gpus) {
-  std::vector<Time_ps> finish(static_cast<std::size_t>(gpus), 0);
-  for (const epsim::TimelineEvent& e : r.timeline.events) {
-    Time_ps& f = finish[static_cast<std::size_t>(e.gpu)];
-    f = std::max(f, e.end_ps);
-  }
-  return finish;
-}
-
 double relative(Time_ps fast, Time_ps exact) {
   return std::fabs(static_cast<double>(fast - exact)) / static_cast<double>(exact);
 }
@@ -317,7 +283,7 @@ TEST_CASE("per_link: whole layers on 4 and 8 nodes within 0.5% of exact sharing"
                    << ", seed " << seed);
         hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
         hw.ep_backend.token_copies = copies;
-        const TraceRecord rec = skewed_record(ep, model.num_experts, 2048, model.top_k, seed);
+        const TraceRecord rec = test::random_record(ep, model.num_experts, 2048, model.top_k, seed);
         BalancerContext c;
         c.num_gpus = ep;
         c.gpus_per_node = hw.gpus_per_node;
@@ -332,8 +298,8 @@ TEST_CASE("per_link: whole layers on 4 and 8 nodes within 0.5% of exact sharing"
         const double layer_error = relative(fast.layer_ps(), exact.layer_ps());
         worst_layer = std::max(worst_layer, layer_error);
         CHECK(layer_error <= 0.005);
-        const std::vector<Time_ps> exact_gpus = gpu_finish(exact, ep);
-        const std::vector<Time_ps> fast_gpus = gpu_finish(fast, ep);
+        const std::vector<Time_ps> exact_gpus = test::gpu_finish(exact, ep);
+        const std::vector<Time_ps> fast_gpus = test::gpu_finish(fast, ep);
         for (int g = 0; g < ep; ++g) {
           const double gpu_error =
               relative(fast_gpus[static_cast<std::size_t>(g)], exact_gpus[static_cast<std::size_t>(g)]);
