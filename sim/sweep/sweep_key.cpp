@@ -10,10 +10,12 @@ namespace epsim {
 namespace {
 
 // Top-level keys of each kind of file that a sweep may change (docs/config.md). Names, kinds, paths
-// and outputs are not among them: a point changes what is simulated, not where the files are.
+// and outputs are not among them: a point changes what is simulated, not where the files are. The
+// hardware file's `engine` is: a wide-EP sweep wants per_link sharing, and an axis over the sharing
+// puts per_link beside exact at every point.
 const std::vector<std::string> kHardwareKeys = {"nodes",      "gpus_per_node", "gpu",  "gemm",
                                                 "copy_engine", "nvlink",       "infiniband", "pcie",
-                                                "ep_backend"};
+                                                "ep_backend", "engine"};
 const std::vector<std::string> kModelKeys = {"hidden_size",   "expert_ffn_size",       "num_experts", "top_k",
                                              "shared_experts", "shared_expert_ffn_size", "gated_ffn",   "dtype_bytes",
                                              "moe_layers",    "precision",             "routing",     "non_moe"};

@@ -67,6 +67,20 @@ TEST_CASE("sweep: --set changes the hardware every point sees, and overrides the
   CHECK(h.points[0].experiments[0].hardware.source_file.find("h800.yaml") != std::string::npos);
 }
 
+TEST_CASE("sweep: the bandwidth sharing is a hardware key a sweep may set or vary") {
+  // The preset has no engine block: the key creates it.
+  const SweepSpec s = load("sweep_sharing", "grid:\n  engine.bandwidth_sharing: [exact, per_link]\n");
+  REQUIRE(s.points.size() == 2);
+  CHECK(s.columns == std::vector<std::string>{"engine.bandwidth_sharing"});
+  CHECK(s.points[0].experiments[0].hardware.engine.bandwidth_sharing == BandwidthSharing::exact);
+  CHECK(s.points[1].experiments[0].hardware.engine.bandwidth_sharing == BandwidthSharing::per_link);
+  CHECK(s.points[0].hash != s.points[1].hash);
+  const SweepSpec set = load("sweep_sharing_set", "grid:\n  ep_degree: [8, 16]\n", {"engine.bandwidth_sharing=per_link"});
+  for (const SweepPoint& p : set.points) CHECK(p.experiments[0].hardware.engine.bandwidth_sharing == BandwidthSharing::per_link);
+  // The hardware loader still checks the value.
+  CHECK(error_of("grid:\n  engine.bandwidth_sharing: [exact, fast]\n").find("bandwidth_sharing") != std::string::npos);
+}
+
 TEST_CASE("sweep: another expert count gets a generated trace with the point's experts and EP ranks") {
   const SweepSpec s = load("sweep_trace",
                            "trace:\n  tokens_per_rank: 512\n  zipf_alpha: 1.1\ngrid:\n  experts: [128, 256]\n"
