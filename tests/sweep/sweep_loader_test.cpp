@@ -67,6 +67,19 @@ TEST_CASE("sweep: --set changes the hardware every point sees, and overrides the
   CHECK(h.points[0].experiments[0].hardware.source_file.find("h800.yaml") != std::string::npos);
 }
 
+TEST_CASE("sweep: every bundled sweep file loads") {
+  int sweeps = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(source_dir() / "experiments")) {
+    if (entry.path().extension() != ".yaml" || read_file(entry.path()).find("\nkind: sweep\n") == std::string::npos)
+      continue;
+    INFO(entry.path().string());
+    const SweepSpec s = load_sweep(entry.path().string(), {});
+    CHECK(!s.points.empty());
+    ++sweeps;
+  }
+  CHECK(sweeps >= 4);  // sweep-ep, sweep-ep-wide, sweep-ep-1024, sweep-ultraep-nvl72
+}
+
 TEST_CASE("sweep: the bandwidth sharing is a hardware key a sweep may set or vary") {
   // The preset has no engine block: the key creates it.
   const SweepSpec s = load("sweep_sharing", "grid:\n  engine.bandwidth_sharing: [exact, per_link]\n");
