@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "sim/balancers/static_ep.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/engine/flow_network.hpp"
 #include "sim/replay/simulate_layer.hpp"
@@ -283,13 +282,7 @@ TEST_CASE("per_link: whole layers on 4 and 8 nodes within 0.5% of exact sharing"
                    << ", seed " << seed);
         hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
         hw.ep_backend.token_copies = copies;
-        const TraceRecord rec = test::random_record(ep, model.num_experts, 2048, model.top_k, seed);
-        BalancerContext c;
-        c.num_gpus = ep;
-        c.gpus_per_node = hw.gpus_per_node;
-        c.model = &model;
-        c.hardware = &hw;
-        const Plan plan = StaticEp().plan(rec, c);
+        const Plan plan = test::random_static_plan(hw, model, ep, 2048, seed);
         const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 2048);
         hw.engine.bandwidth_sharing = BandwidthSharing::exact;
         const LayerResult exact = simulate_layer(hw, model, plan, local, true);

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/balancers/static_ep.hpp"
 #include "sim/core/time.hpp"
+#include "sim/hardware/hardware_spec.hpp"
+#include "sim/hardware/model_spec.hpp"
 #include "sim/replay/layer_result.hpp"
 #include "traces/format/trace_types.hpp"
 
@@ -36,6 +39,19 @@ inline TraceRecord random_record(int ranks, int experts, int tokens_per_rank, in
           static_cast<std::uint64_t>(tokens_per_rank) * static_cast<std::uint64_t>(top_k) * w[e] / sum);
   }
   return r;
+}
+
+/// Static EP's plan of random_record(ep, model's experts, tokens_per_rank, model's top-k, seed) on
+/// `ep` GPUs of `hw`.
+inline Plan random_static_plan(const HardwareSpec& hw, const ModelSpec& model, int ep, int tokens_per_rank,
+                               std::uint64_t seed) {
+  const TraceRecord rec = random_record(ep, model.num_experts, tokens_per_rank, model.top_k, seed);
+  BalancerContext c;
+  c.num_gpus = ep;
+  c.gpus_per_node = hw.gpus_per_node;
+  c.model = &model;
+  c.hardware = &hw;
+  return StaticEp().plan(rec, c);
 }
 
 /// When each GPU's last task of the layer ends (compute, transfers, copies).
