@@ -206,13 +206,16 @@ void AllToAllV::release(const std::vector<int>& offsets, const std::vector<int>&
 
 void AllToAllV::launch(int id) {
   const Hop& hop = hops_[static_cast<std::size_t>(id)];
-  // "<exchange> <from>-><to>", built in one allocation: a wide layer names millions of hops.
-  char from[12], to[12];  // an int has at most 11 characters
-  const std::size_t from_size = static_cast<std::size_t>(std::to_chars(from, from + sizeof from, hop.from).ptr - from);
-  const std::size_t to_size = static_cast<std::size_t>(std::to_chars(to, to + sizeof to, hop.to).ptr - to);
+  // "<exchange> <from>-><to>", built in one allocation (a wide layer has millions of hops), and only
+  // where the timeline's names are read.
   std::string name;
-  name.reserve(name_.size() + 3 + from_size + to_size);
-  name.append(name_).append(1, ' ').append(from, from_size).append("->").append(to, to_size);
+  if (context_.transfer_names()) {
+    char from[12], to[12];  // an int has at most 11 characters
+    const std::size_t from_size = static_cast<std::size_t>(std::to_chars(from, from + sizeof from, hop.from).ptr - from);
+    const std::size_t to_size = static_cast<std::size_t>(std::to_chars(to, to + sizeof to, hop.to).ptr - to);
+    name.reserve(name_.size() + 3 + from_size + to_size);
+    name.append(name_).append(1, ' ').append(from, from_size).append("->").append(to, to_size);
+  }
   if (hop.by_copy_engine)
     context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, std::move(name), [this, id] { hop_moved(id); });
   else

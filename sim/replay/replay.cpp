@@ -1,5 +1,6 @@
 #include "sim/replay/replay.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -46,6 +47,9 @@ struct RecordWork {
   std::vector<std::int64_t> local_tokens;
   Plan plan;
   bool warmup = false;  ///< the balancer's steady state, read right after it planned this record
+  /// Among the first timeline_records records, which `epsim run` may draw: only their transfers are
+  /// named on the timeline (a wide layer has millions, and nothing else reads the names).
+  bool drawn = false;
   LayerResult result;
   LayerBound bound;
   LayerMetrics metrics;
@@ -99,6 +103,7 @@ class RecordPlanner {
     const std::string cannot = "balancer '" + spec_.balancer.name + "' cannot serve EP " + std::to_string(n) +
                                " on " + spec_.hardware.name + ": ";
     w->place = "record " + std::to_string(planned_) + " " + record_key_text(record);
+    w->drawn = planned_ < static_cast<std::size_t>(std::max(0, spec_.timeline_records));
     try {
       w->plan = balancer_->plan(record, context_);
     } catch (const CannotServe& e) {
@@ -129,7 +134,7 @@ class RecordPlanner {
 void simulate_record(const ReplayShared& shared, RecordWork& w) {
   const ExperimentSpec& spec = shared.spec;
   try {
-    w.result = simulate_layer(spec.hardware, spec.model, w.plan, w.local_tokens, spec.backward, &w.record);
+    w.result = simulate_layer(spec.hardware, spec.model, w.plan, w.local_tokens, spec.backward, &w.record, w.drawn);
   } catch (const TimeOverflow& e) {
     throw InputError(shared.hardware_file, w.place,
                      std::string(e.what()) + " (hardware " + spec.hardware.name + ", model " + spec.model.name +

@@ -87,6 +87,9 @@ class SimContext {
   int num_gpus() const { return topology_.num_gpus(); }
   Time_ps now_ps() const { return queue_.now_ps(); }
   Timeline& timeline() { return timeline_; }
+  /// Whether exchange hops name themselves on the timeline (see simulate_layer); on by default.
+  bool transfer_names() const { return transfer_names_; }
+  void set_transfer_names(bool on) { transfer_names_ = on; }
 
  private:
   double message_efficiency(int src, int dst, double payload_bytes) const;
@@ -115,6 +118,7 @@ class SimContext {
   std::vector<std::unique_ptr<HostCpu>> hosts_;  ///< one per node
   std::vector<int> active_copies_;                 ///< per GPU: Copy Engine copies reading or writing its HBM
   Timeline timeline_;
+  bool transfer_names_ = true;
   std::vector<Message> messages_;
   std::vector<std::size_t> free_messages_;  ///< reused LIFO, deterministic
   std::vector<LinkId> route_;               ///< scratch for ep_message's route
