@@ -76,7 +76,7 @@ PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links,
   ++active_;
   const FlowId id = id_of(slot);
   // Even a flow with nothing to move ends from an event, never inside start_flow.
-  f.event = queue_.schedule_in(latency_ps, [this, slot] { enter_transfer(slot); });
+  queue_.schedule_in(latency_ps, [this, slot] { enter_transfer(slot); });
   return id;
 }
 
@@ -91,7 +91,6 @@ void PerLinkSharing::advance(Link& link) {
 
 void PerLinkSharing::enter_transfer(std::int32_t slot) {
   Flow& f = flows_[static_cast<std::size_t>(slot)];
-  f.event = 0;
   f.transferring = true;
   std::int32_t& bounds_left = bounds_left_[static_cast<std::size_t>(slot)];
   bounds_left = 0;
@@ -116,11 +115,8 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
   }
   if (!std::isinf(f.cap)) {
     ++bounds_left;
-    f.event = queue_.schedule_in(checked_ceil_ps((f.bytes - kDoneBytes) / f.cap, "a flow's transfer time"),
-                                 [this, slot] {
-                                   flows_[static_cast<std::size_t>(slot)].event = 0;
-                                   bound_met(slot);
-                                 });
+    queue_.schedule_in(checked_ceil_ps((f.bytes - kDoneBytes) / f.cap, "a flow's transfer time"),
+                       [this, slot] { bound_met(slot); });
   }
 }
 

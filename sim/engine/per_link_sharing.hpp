@@ -92,7 +92,6 @@ class PerLinkSharing {
     double bytes = 0;
     double cap = 0;               ///< bytes per ps, +inf when uncapped
     Time_ps started_ps = 0;
-    EventQueue::Handle event = 0;  ///< end of latency, or the cap's bound
     std::uint32_t generation = 1;
     bool active = false;
     bool transferring = false;
