@@ -109,6 +109,12 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
         ctx_.comm_kernel(back));
   if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", moved, CommKernel{});
 
+  // The pass's messages and kernels land on the timeline as they end: room for them is made once, not
+  // by doubling (each doubling copies every event so far, and a wide layer records millions).
+  std::size_t events = 3 * graph_.tasks.size() + 2 * graph_.ce_legs.size() + 4 * static_cast<std::size_t>(n_);
+  for (const CommOp& op : p.ops) events += op.collective->timeline_events();
+  ctx_.reserve_timeline(events);
+
   p.comm_cursor.assign(n_, 0);
   p.comm_busy.assign(n_, false);
   p.pumping.assign(n_, false);
@@ -550,7 +556,7 @@ LayerResult LayerRun::run() {
     result_.nic_out_util.push_back(util(topo.nic_out(g)));
   }
   result_.timeline = std::move(ctx_.timeline());
-  return result_;
+  return std::move(result_);  // the timeline is millions of events at wide EP: moved, never copied
 }
 
 }  // namespace epsim

@@ -87,6 +87,10 @@ class SimContext {
   int num_gpus() const { return topology_.num_gpus(); }
   Time_ps now_ps() const { return queue_.now_ps(); }
   Timeline& timeline() { return timeline_; }
+  /// Makes room for `more` timeline events beyond those recorded (a pass knows its count up front).
+  void reserve_timeline(std::size_t more) {
+    if (timeline_.events.size() + more > timeline_.events.capacity()) timeline_.events.reserve(timeline_.events.size() + more);
+  }
   /// Whether exchange hops name themselves on the timeline (see simulate_layer); on by default.
   bool transfer_names() const { return transfer_names_; }
   void set_transfer_names(bool on) { transfer_names_ = on; }
