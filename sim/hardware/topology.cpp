@@ -126,14 +126,7 @@ int Topology::num_gpus() const { return num_gpus_; }
 int Topology::num_nodes() const { return num_nodes_; }
 int Topology::gpus_per_node() const { return gpus_per_node_; }
 
-int Topology::node_of(int gpu) const {
-  check_gpu(gpu);
-  return gpu / gpus_per_node_;
-}
-
-void Topology::check_gpu(int gpu) const {
-  if (gpu < 0 || gpu >= num_gpus_) throw std::out_of_range("Topology: no GPU " + std::to_string(gpu));
-}
+void Topology::no_gpu(int gpu) { throw std::out_of_range("Topology: no GPU " + std::to_string(gpu)); }
 
 LinkId Topology::present(const std::vector<LinkId>& links, int gpu, const char* what) const {
   check_gpu(gpu);
@@ -173,12 +166,6 @@ void Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int ds
   std::reverse(route.begin() + static_cast<std::ptrdiff_t>(first), route.end());
 }
 
-int Topology::rail_peer(int src, int dst) const {
-  if (!rail_forward_) return -1;
-  const int peer = node_of(dst) * gpus_per_node_ + src % gpus_per_node_;
-  return peer < num_gpus_ ? peer : -1;  // a partial last node may lack that local index
-}
-
 std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
   check_gpu(src);
   check_gpu(dst);
@@ -188,12 +175,6 @@ std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
   std::vector<LinkId> route;
   tree_route(nvlink_pred_, src, dst, route);
   return route;
-}
-
-int Topology::forwarding_gpu(int src, int dst) const {
-  check_gpu(src);
-  check_gpu(dst);
-  return same_node(src, dst) ? -1 : rail_peer(src, dst);
 }
 
 std::vector<LinkId> Topology::ep_route(int src, int dst) const {

@@ -29,7 +29,10 @@ class Topology {
   int num_gpus() const;
   int num_nodes() const;
   int gpus_per_node() const;
-  int node_of(int gpu) const;
+  int node_of(int gpu) const {
+    check_gpu(gpu);
+    return gpu / gpus_per_node_;
+  }
   bool same_node(int a, int b) const { return node_of(a) == node_of(b); }
 
   /// Per-GPU links. std::out_of_range for a GPU outside the topology, std::logic_error for a link
@@ -59,7 +62,11 @@ class Topology {
   /// pair is in one node, the route is direct, or that GPU is outside this topology (then the message
   /// goes direct). A caller that moves a token once per destination node (DeepEP) sends it to this
   /// GPU and forwards it from there with intra-node messages.
-  int forwarding_gpu(int src, int dst) const;
+  int forwarding_gpu(int src, int dst) const {
+    check_gpu(src);
+    check_gpu(dst);
+    return same_node(src, dst) ? -1 : rail_peer(src, dst);
+  }
   /// Links a Copy Engine copy crosses inside one node: nvlink_out(src), nvlink_in(dst). src != dst,
   /// same node.
   std::vector<LinkId> nvlink_route(int src, int dst) const;
@@ -79,14 +86,22 @@ class Topology {
     Fabric fabric;
   };
 
-  void check_gpu(int gpu) const;
+  // Inline: a wide exchange asks about each of its n^2 pairs.
+  void check_gpu(int gpu) const {
+    if (gpu < 0 || gpu >= num_gpus_) no_gpu(gpu);
+  }
+  [[noreturn]] static void no_gpu(int gpu);
   LinkId present(const std::vector<LinkId>& links, int gpu, const char* what) const;
   /// Links along the BFS tree `pred` (one row per source GPU) from `src` to vertex `dst`.
   /// Appends the links from `src` to vertex `dst` in the BFS tree `pred` to `route`.
   void tree_route(const std::vector<std::int32_t>& pred, int src, int dst, std::vector<LinkId>& route) const;
   /// GPU that rail_forward forwards through for an inter-node pair, or -1 when the message goes
   /// direct (route "direct", or that GPU is not part of this topology).
-  int rail_peer(int src, int dst) const;
+  int rail_peer(int src, int dst) const {
+    if (!rail_forward_) return -1;
+    const int peer = node_of(dst) * gpus_per_node_ + src % gpus_per_node_;
+    return peer < num_gpus_ ? peer : -1;  // a partial last node may lack that local index
+  }
 
   int num_gpus_ = 0;
   int gpus_per_node_ = 0;

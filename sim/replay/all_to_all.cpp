@@ -12,49 +12,55 @@ AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, ExchangeP
   const int n = context_.num_gpus();
   assert(static_cast<int>(payload.gpu_bytes.size()) == n);
   ranks_.resize(static_cast<std::size_t>(n));
-  std::vector<HopSpec> specs;
+  HopSpecs specs;
   add_hops(payload, specs);
   // With the sms engine every rank runs its kernel; with copy_engine only ranks with a kernel hop do.
   const bool copies = kernel_.engine == CommEngine::copy_engine;
   for (RankState& rank : ranks_) rank.holds_sms = !copies;
-  for (const HopSpec& spec : specs) {
-    for (const int r : {spec.hop.from, spec.hop.to}) {
+  for (const Hop& hop : hops_) {
+    for (const int r : {hop.from, hop.to}) {
       RankState& rank = ranks_[static_cast<std::size_t>(r)];
       rank.moves = true;
       ++rank.hops_left;
-      if (!spec.hop.by_copy_engine) rank.holds_sms = true;
+      if (!hop.by_copy_engine) rank.holds_sms = true;
     }
   }
+  for (const RankState& rank : ranks_) kernels_ += rank.holds_sms && rank.moves ? 1 : 0;
   index_waits(specs);
   link_streams(specs, payload.to_sources);
 }
 
-void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& specs) {
+void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
   const Topology& topology = context_.topology();
   const int n = context_.num_gpus();
   const bool copies = kernel_.engine == CommEngine::copy_engine;
   const bool by_node = !payload.node_bytes.empty();
+  const int per_node = topology.gpus_per_node();
   // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
-  // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
-  auto add = [&](int from, int to, double bytes, std::vector<int> origins, bool first,
-                 std::vector<int> streams = {}, int node = -1, int rdma_source = -1) {
-    HopSpec spec;
-    spec.hop.from = from;
-    spec.hop.to = to;
-    spec.hop.bytes = bytes;
-    spec.hop.by_copy_engine = copies && topology.same_node(from, to);
-    spec.streams = std::move(streams);
-    spec.node = node;
-    spec.rdma_source = rdma_source;
-    spec.after_start = std::move(origins);
-    if (spec.hop.by_copy_engine) spec.after_start.push_back(from);
-    else spec.after_ready = from;
+  // their origin here (a forwarding hop carries bytes already counted on their RDMA hop). `streams`:
+  // the sources of a forwarding hop's traffic with `node`.
+  auto add = [&](int from, int to, double bytes, const int* origins, std::size_t origin_count, bool first,
+                 const std::vector<int>* streams = nullptr, int node = -1, int rdma_source = -1) {
+    Hop hop;
+    hop.from = from;
+    hop.to = to;
+    hop.bytes = bytes;
+    const bool same_node = from / per_node == to / per_node;
+    hop.by_copy_engine = copies && same_node;
+    specs.waits.insert(specs.waits.end(), origins, origins + origin_count);
+    if (hop.by_copy_engine) specs.waits.push_back(from);
+    specs.wait_offsets.push_back(static_cast<int>(specs.waits.size()));
+    specs.after_ready.push_back(hop.by_copy_engine ? -1 : from);
+    if (streams != nullptr) specs.streams.insert(specs.streams.end(), streams->begin(), streams->end());
+    specs.stream_offsets.push_back(static_cast<int>(specs.streams.size()));
+    specs.node.push_back(node);
+    specs.rdma_source.push_back(rdma_source);
     if (first) {
       total_bytes_ += bytes;
-      if (spec.hop.by_copy_engine) copy_engine_bytes_ += bytes;
+      if (hop.by_copy_engine) copy_engine_bytes_ += bytes;
     }
-    if (!topology.same_node(from, to)) internode_bytes_ += bytes;
-    specs.push_back(std::move(spec));
+    if (!same_node) internode_bytes_ += bytes;
+    hops_.push_back(hop);
   };
   // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves,
   // kept per (from, to's local index): a flat table read in (from, to) order, since a wide
@@ -63,22 +69,25 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
     double bytes = 0;
     std::vector<int> sources;
   };
-  const int per_node = topology.gpus_per_node();
   std::vector<Forward> forwards(by_node ? static_cast<std::size_t>(n) * per_node : 0);
   const auto forward = [&](int from, int to) -> Forward& {
     return forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(to % per_node)];
   };
-  specs.reserve(static_cast<std::size_t>(n) *
-                static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64)));
+  const std::size_t expected =
+      static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? per_node + topology.num_nodes() : std::min(n, 64));
+  hops_.reserve(expected);
+  for (std::vector<int>* column : {&specs.after_ready, &specs.node, &specs.rdma_source}) column->reserve(expected);
+  specs.wait_offsets.reserve(expected + 1);
+  specs.stream_offsets.reserve(expected + 1);
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
       const double bytes = payload.gpu_bytes[a][b];
       if (a == b || bytes <= 0) continue;
       const int source = payload.to_sources ? b : a;  // the rank whose tokens these are
       const int expert_gpu = payload.to_sources ? a : b;
-      const int peer = by_node && !topology.same_node(a, b) ? topology.forwarding_gpu(source, expert_gpu) : -1;
+      const int peer = by_node ? topology.forwarding_gpu(source, expert_gpu) : -1;
       if (peer < 0) {
-        add(a, b, bytes, {}, true);  // one message of its own (a partial last node may lack the peer)
+        add(a, b, bytes, nullptr, 0, true);  // one message of its own (a partial last node may lack the peer)
       } else if (peer != expert_gpu) {
         Forward& f = payload.to_sources ? forward(expert_gpu, peer) : forward(peer, expert_gpu);
         f.bytes += bytes;
@@ -88,43 +97,43 @@ void AllToAllV::add_hops(const ExchangePayload& payload, std::vector<HopSpec>& s
   }
   if (!by_node) return;
   for (int from = 0; from < n; ++from) {
-    const int node = topology.node_of(from);
+    const int node = from / per_node;
     for (int local = 0; local < per_node; ++local) {
-      Forward& f = forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(local)];
+      const Forward& f = forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(local)];
       if (f.sources.empty()) continue;
       const int to = node * per_node + local;
       // A dispatch's forward waits for its sources to start; a combine's leaves the expert GPU's own outputs.
-      std::vector<int> origins = payload.to_sources ? std::vector<int>{} : f.sources;
-      add(from, to, f.bytes, std::move(origins), false, std::move(f.sources), node);
+      const std::size_t origins = payload.to_sources ? 0 : f.sources.size();
+      add(from, to, f.bytes, f.sources.data(), origins, false, &f.sources, node);
     }
   }
+  std::vector<int> origins;
   for (int r = 0; r < n; ++r) {
     for (int m = 0; m < topology.num_nodes(); ++m) {
       const double bytes = payload.node_bytes[r][m];
-      if (bytes <= 0 || m == topology.node_of(r)) continue;
+      if (bytes <= 0 || m == r / per_node) continue;
       const int peer = topology.forwarding_gpu(r, m * per_node);
       if (peer < 0) continue;  // those pairs travelled on their own above
       if (!payload.to_sources) {
-        add(r, peer, bytes, {}, true, {}, m, r);
+        add(r, peer, bytes, nullptr, 0, true, nullptr, m, r);
         continue;
       }
       // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
-      std::vector<int> origins;
+      origins.clear();
       for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
         if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
-      add(peer, r, bytes, std::move(origins), true, {}, m, r);
+      add(peer, r, bytes, origins.data(), origins.size(), true, nullptr, m, r);
     }
   }
 }
 
-void AllToAllV::index_waits(const std::vector<HopSpec>& specs) {
+void AllToAllV::index_waits(const HopSpecs& specs) {
   const std::size_t n = ranks_.size();
   start_offsets_.assign(n + 1, 0);
   ready_offsets_.assign(n + 1, 0);
-  for (const HopSpec& spec : specs) {
-    for (const int r : spec.after_start) ++start_offsets_[static_cast<std::size_t>(r) + 1];
-    if (spec.after_ready >= 0) ++ready_offsets_[static_cast<std::size_t>(spec.after_ready) + 1];
-  }
+  for (const int r : specs.waits) ++start_offsets_[static_cast<std::size_t>(r) + 1];
+  for (const int r : specs.after_ready)
+    if (r >= 0) ++ready_offsets_[static_cast<std::size_t>(r) + 1];
   for (std::size_t r = 0; r < n; ++r) {
     start_offsets_[r + 1] += start_offsets_[r];
     ready_offsets_[r + 1] += ready_offsets_[r];
@@ -133,31 +142,33 @@ void AllToAllV::index_waits(const std::vector<HopSpec>& specs) {
   ready_hops_.resize(static_cast<std::size_t>(ready_offsets_[n]));
   std::vector<int> start_fill(start_offsets_.begin(), start_offsets_.end() - 1);
   std::vector<int> ready_fill(ready_offsets_.begin(), ready_offsets_.end() - 1);
-  hops_.reserve(specs.size());
-  for (const HopSpec& spec : specs) {
-    const int id = static_cast<int>(hops_.size());
-    Hop hop = spec.hop;
-    hop.pending = static_cast<int>(spec.after_start.size()) + (spec.after_ready >= 0 ? 1 : 0);
-    for (const int r : spec.after_start) start_hops_[static_cast<std::size_t>(start_fill[r]++)] = id;
-    if (spec.after_ready >= 0) ready_hops_[static_cast<std::size_t>(ready_fill[spec.after_ready]++)] = id;
-    hops_.push_back(hop);
+  for (std::size_t id = 0; id < hops_.size(); ++id) {
+    const int begin = specs.wait_offsets[id];
+    const int end = specs.wait_offsets[id + 1];
+    const int ready = specs.after_ready[id];
+    hops_[id].pending = end - begin + (ready >= 0 ? 1 : 0);
+    for (int w = begin; w < end; ++w)
+      start_hops_[static_cast<std::size_t>(start_fill[static_cast<std::size_t>(specs.waits[static_cast<std::size_t>(w)])]++)] =
+          static_cast<int>(id);
+    if (ready >= 0) ready_hops_[static_cast<std::size_t>(ready_fill[static_cast<std::size_t>(ready)]++)] = static_cast<int>(id);
   }
 }
 
-void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources) {
+void AllToAllV::link_streams(const HopSpecs& specs, bool to_sources) {
   // (source, node) -> its RDMA hop, -1 for none: a flat table, since at wide EP there are
   // sources x nodes of them and a tree of that many was a twentieth of a layer's time.
   const std::size_t nodes = static_cast<std::size_t>(context_.topology().num_nodes());
+  const std::size_t hops = hops_.size();
   std::vector<int> rdma_of(ranks_.size() * nodes, -1);
   const auto key = [nodes](int source, int node) { return static_cast<std::size_t>(source) * nodes + static_cast<std::size_t>(node); };
-  for (std::size_t id = 0; id < specs.size(); ++id)
-    if (specs[id].rdma_source >= 0) rdma_of[key(specs[id].rdma_source, specs[id].node)] = static_cast<int>(id);
+  for (std::size_t id = 0; id < hops; ++id)
+    if (specs.rdma_source[id] >= 0) rdma_of[key(specs.rdma_source[id], specs.node[id])] = static_cast<int>(id);
   // (input, output) in the order they are found, then grouped by input keeping that order.
   std::vector<std::pair<int, int>> links;
-  for (std::size_t id = 0; id < specs.size(); ++id) {
-    if (specs[id].rdma_source >= 0 || specs[id].node < 0) continue;
-    for (const int source : specs[id].streams) {
-      const int rdma = rdma_of[key(source, specs[id].node)];
+  for (std::size_t id = 0; id < hops; ++id) {
+    if (specs.rdma_source[id] >= 0 || specs.node[id] < 0) continue;
+    for (int k = specs.stream_offsets[id]; k < specs.stream_offsets[id + 1]; ++k) {
+      const int rdma = rdma_of[key(specs.streams[static_cast<std::size_t>(k)], specs.node[id])];
       if (rdma < 0) continue;
       // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
       const int input = to_sources ? static_cast<int>(id) : rdma;
@@ -166,9 +177,9 @@ void AllToAllV::link_streams(const std::vector<HopSpec>& specs, bool to_sources)
       ++hops_[static_cast<std::size_t>(output)].inputs_left;
     }
   }
-  feed_offsets_.assign(hops_.size() + 1, 0);
+  feed_offsets_.assign(hops + 1, 0);
   for (const auto& [input, output] : links) ++feed_offsets_[static_cast<std::size_t>(input) + 1];
-  for (std::size_t h = 0; h < hops_.size(); ++h) feed_offsets_[h + 1] += feed_offsets_[h];
+  for (std::size_t h = 0; h < hops; ++h) feed_offsets_[h + 1] += feed_offsets_[h];
   feeds_.resize(links.size());
   std::vector<int> fill(feed_offsets_.begin(), feed_offsets_.end() - 1);
   for (const auto& [input, output] : links) feeds_[static_cast<std::size_t>(fill[static_cast<std::size_t>(input)]++)] = output;

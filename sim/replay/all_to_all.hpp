@@ -60,6 +60,8 @@ class AllToAllV {
   double copy_engine_bytes() const { return copy_engine_bytes_; }
   /// Payload bytes that cross from one node to another.
   double internode_bytes() const { return internode_bytes_; }
+  /// At most this many events reach the timeline from this exchange: one per hop, one per kernel.
+  std::size_t timeline_events() const { return hops_.size() + kernels_; }
 
  private:
   /// One hop: `from` -> `to`, on a kernel or a Copy Engine, starting when its conditions are met.
@@ -83,21 +85,24 @@ class AllToAllV {
     bool finished = false;
     Time_ps start_ps = 0;
   };
-  /// A hop and the ranks whose start (or, for the sender of a kernel hop, kernel readiness) it awaits.
-  struct HopSpec {
-    Hop hop;
-    std::vector<int> after_start;
-    int after_ready = -1;
-    /// Part of these sources' traffic with node `node`: a forwarding NVLink hop's (every source the
-    /// peer serves for that destination), or an RDMA hop's one source, `rdma_source`.
+  /// The hops as they are built, in flat per-hop columns (a wide exchange has hundreds of thousands of
+  /// hops; a vector of its own per hop was a tenth of building one): the ranks whose start each hop
+  /// awaits, the rank whose kernel it waits to be ready (-1 none), and for node traffic the sources
+  /// whose traffic with node `node` it carries (a forwarding NVLink hop: every source the peer serves
+  /// for that destination; an RDMA hop: its one source, `rdma_source`).
+  struct HopSpecs {
+    std::vector<int> wait_offsets{0};  ///< hop h awaits waits[wait_offsets[h] .. wait_offsets[h + 1])
+    std::vector<int> waits;
+    std::vector<int> after_ready;
+    std::vector<int> stream_offsets{0};  ///< the same for streams
     std::vector<int> streams;
-    int node = -1;
-    int rdma_source = -1;
+    std::vector<int> node;
+    std::vector<int> rdma_source;
   };
 
-  void add_hops(const ExchangePayload& payload, std::vector<HopSpec>& specs);
-  void index_waits(const std::vector<HopSpec>& specs);
-  void link_streams(const std::vector<HopSpec>& specs, bool to_sources);
+  void add_hops(const ExchangePayload& payload, HopSpecs& specs);
+  void index_waits(const HopSpecs& specs);
+  void link_streams(const HopSpecs& specs, bool to_sources);
   void release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank);
   void launch(int hop);
   void hop_moved(int hop);
@@ -120,6 +125,7 @@ class AllToAllV {
   double total_bytes_ = 0;
   double copy_engine_bytes_ = 0;
   double internode_bytes_ = 0;
+  std::size_t kernels_ = 0;  ///< ranks that run a kernel and move something
 };
 
 }  // namespace epsim
