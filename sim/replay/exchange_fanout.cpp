@@ -138,31 +138,44 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   const int group_size = std::max(1, experts / groups);
   const int stages = static_cast<int>(gpu_legs_.size());
   const int nodes = (n + gpus_per_node_ - 1) / gpus_per_node_;
-  const auto group_of = [&](const TokenRoute& r) {
-    return std::min(groups - 1, plan.instances[static_cast<std::size_t>(r.instance)].expert / group_size);
-  };
+  const bool by_node = copies_ == TokenCopies::per_node;
+  // Each instance's group, looked up once: a wide plan has millions of routes over a few thousand
+  // instances.
+  std::vector<int> group_of(plan.instances.size());
+  for (std::size_t i = 0; i < plan.instances.size(); ++i)
+    group_of[i] = std::min(groups - 1, plan.instances[i].expert / group_size);
 
   // Each source's assignments in all (its tokens) and per group. The routes with an EP leg are then
-  // bucketed by (stage, source) in plan order, a counting sort: at wide EP there are millions of
-  // them, and a tree keyed by (stage, source, target, group) was a fifth of a layer's time.
+  // bucketed by (stage, source) in plan order, a counting sort, each as what the sums below read
+  // (target, group, assignments): at wide EP there are millions of them, and a tree keyed by
+  // (stage, source, target, group) was a fifth of a layer's time.
+  struct Leg {
+    int target;
+    int group;
+    double assigned;
+  };
   std::vector<double> slots(static_cast<std::size_t>(n), 0.0);
   std::vector<double> group_slots(static_cast<std::size_t>(n) * groups, 0.0);
   std::vector<int> bucket_begin(static_cast<std::size_t>(stages) * n + 1, 0);
-  for (const TokenRoute& r : plan.routes) {
+  std::vector<int> target_of(plan.routes.size(), -1);
+  for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+    const TokenRoute& r = plan.routes[i];
     if (r.tokens <= 0) continue;
     const double a = static_cast<double>(r.tokens);
     slots[static_cast<std::size_t>(r.src_rank)] += a;
-    group_slots[static_cast<std::size_t>(r.src_rank) * groups + group_of(r)] += a;
-    if (ep_leg_target(plan, r) >= 0) ++bucket_begin[static_cast<std::size_t>(r.stage) * n + r.src_rank + 1];
+    group_slots[static_cast<std::size_t>(r.src_rank) * groups + group_of[static_cast<std::size_t>(r.instance)]] += a;
+    target_of[i] = ep_leg_target(plan, r);
+    if (target_of[i] >= 0) ++bucket_begin[static_cast<std::size_t>(r.stage) * n + r.src_rank + 1];
   }
   for (std::size_t b = 1; b < bucket_begin.size(); ++b) bucket_begin[b] += bucket_begin[b - 1];
-  std::vector<int> bucketed(static_cast<std::size_t>(bucket_begin.back()));
+  std::vector<Leg> bucketed(static_cast<std::size_t>(bucket_begin.back()));
   {
     std::vector<int> fill(bucket_begin.begin(), bucket_begin.end() - 1);
     for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+      if (target_of[i] < 0) continue;
       const TokenRoute& r = plan.routes[i];
-      if (r.tokens > 0 && ep_leg_target(plan, r) >= 0)
-        bucketed[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.stage) * n + r.src_rank]++)] = static_cast<int>(i);
+      bucketed[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.stage) * n + r.src_rank]++)] = {
+          target_of[i], group_of[static_cast<std::size_t>(r.instance)], static_cast<double>(r.tokens)};
     }
   }
 
@@ -206,14 +219,12 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   for (int stage = 0; stage < stages; ++stage) {
     for (int s = 0; s < n; ++s) {
       const std::size_t bucket = static_cast<std::size_t>(stage) * n + s;
+      const int source_node = s / gpus_per_node_;
       for (int i = bucket_begin[bucket]; i < bucket_begin[bucket + 1]; ++i) {
-        const TokenRoute& r = plan.routes[static_cast<std::size_t>(bucketed[static_cast<std::size_t>(i)])];
-        const int g = group_of(r);
-        const double a = static_cast<double>(r.tokens);
-        const int to = ep_leg_target(plan, r);
-        gpu.add(to * groups + g, a);
-        if (copies_ == TokenCopies::per_node && to / gpus_per_node_ != s / gpus_per_node_)
-          node.add(to / gpus_per_node_ * groups + g, a);
+        const Leg& leg = bucketed[static_cast<std::size_t>(i)];
+        gpu.add(leg.target * groups + leg.group, leg.assigned);
+        if (by_node && leg.target / gpus_per_node_ != source_node)
+          node.add(leg.target / gpus_per_node_ * groups + leg.group, leg.assigned);
       }
       emit(gpu, s, gpu_legs_[static_cast<std::size_t>(stage)]);
       emit(node, s, node_legs_[static_cast<std::size_t>(stage)]);

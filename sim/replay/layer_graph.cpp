@@ -45,6 +45,8 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
   // exchange, whatever stage its tokens came in (Copy Engine ones included), as frameworks issue the
   // combine after the expert computation on the stream.
   auto add_stage = [](GemmTask& task, int stage) {
+    // Most routes of a task name the stage its last route did (every route, with one stage).
+    if (!task.stages.empty() && task.stages.back() == stage) return;
     if (std::find(task.stages.begin(), task.stages.end(), stage) == task.stages.end()) task.stages.push_back(stage);
   };
   for (const TokenRoute& r : plan.routes) {

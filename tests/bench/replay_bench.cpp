@@ -133,8 +133,10 @@ void BM_WideEpLayer(benchmark::State& state) {
   std::uint64_t events = 0, solves = 0, resolved = 0, changes = 0;
   Time_ps layer_ps = 0;
   for (auto _ : state) {
-    // simulate_layer's steps, keeping the context to read its counters.
+    // simulate_layer's steps, keeping the context to read its counters. Hops go unnamed, as for
+    // every record `epsim run` does not draw.
     SimContext context(hw, model, plan.num_gpus);
+    context.set_transfer_names(false);
     const ExchangeFanout fanout(plan, nullptr, model, hw.ep_backend.token_copies, hw.gpus_per_node);
     LayerRun run(context, plan, fanout, local, true);
     const LayerResult r = run.run();
