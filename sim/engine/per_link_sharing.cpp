@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 
 namespace epsim {
@@ -58,6 +59,10 @@ const PerLinkSharing::Flow* PerLinkSharing::find(FlowId id) const {
 
 PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
                                                   double rate_cap_GBps, DoneCallback on_done) {
+  // The queue's own check, made here since the flow waits in a list rather than as an event.
+  if (latency_ps > kMaxTime_ps - queue_.now_ps())
+    throw TimeOverflow("a flow's latency of " + short_number(static_cast<double>(latency_ps) * 1e-12) +
+                       " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
   const std::int32_t slot = take_slot();
   Flow& f = flows_[static_cast<std::size_t>(slot)];
   if (links.size() > f.hop_capacity) {  // the old segment is abandoned; slots rarely grow
@@ -76,8 +81,37 @@ PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links,
   ++active_;
   const FlowId id = id_of(slot);
   // Even a flow with nothing to move ends from an event, never inside start_flow.
-  queue_.schedule_in(latency_ps, [this, slot] { enter_transfer(slot); });
+  std::size_t list = 0;
+  while (list < arrivals_.size() && arrivals_[list].latency_ps != latency_ps) ++list;
+  if (list == arrivals_.size()) arrivals_.push_back(Arrivals{latency_ps, {}, 0, 0});
+  Arrivals& a = arrivals_[list];
+  const Time_ps at = queue_.now_ps() + latency_ps;
+  a.waiting.emplace_back(at, slot);
+  if (a.event == 0) a.event = queue_.schedule(at, [this, list] { arrive(list); });
   return id;
+}
+
+void PerLinkSharing::arrive(std::size_t list) {
+  arrivals_[list].event = 0;
+  const Time_ps now = queue_.now_ps();
+  // enter_transfer may end an empty flow, whose callback may start flows: `waiting` can grow (and
+  // move) meanwhile, so it is read by index, and with no latency a new flow is due now too.
+  while (arrivals_[list].head < arrivals_[list].waiting.size() &&
+         arrivals_[list].waiting[arrivals_[list].head].first == now) {
+    const std::int32_t slot = arrivals_[list].waiting[arrivals_[list].head++].second;
+    enter_transfer(slot);
+  }
+  Arrivals& a = arrivals_[list];
+  if (a.head == a.waiting.size()) {
+    a.waiting.clear();
+    a.head = 0;
+    return;
+  }
+  if (a.head > a.waiting.size() / 2) {  // keep the list's memory bounded by what waits
+    a.waiting.erase(a.waiting.begin(), a.waiting.begin() + static_cast<std::ptrdiff_t>(a.head));
+    a.head = 0;
+  }
+  if (a.event == 0) a.event = queue_.schedule(a.waiting[a.head].first, [this, list] { arrive(list); });
 }
 
 void PerLinkSharing::advance(Link& link) {

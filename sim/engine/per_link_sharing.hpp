@@ -97,7 +97,20 @@ class PerLinkSharing {
     bool transferring = false;
   };
 
+  /// Flows started with one latency, waiting for it to pass: they enter their links in the order they
+  /// were started, at times that never decrease (now never does), so one queue event per list serves
+  /// them all. A layer has a handful of latencies (NVLink, IB, IB + NVLink, PCIe) and a wide one
+  /// hundreds of thousands of flows: an event of its own per flow was a fifth of the engine's events.
+  struct Arrivals {
+    Time_ps latency_ps = 0;
+    std::vector<std::pair<Time_ps, std::int32_t>> waiting;  ///< (enters at, slot), from `head` on
+    std::size_t head = 0;
+    EventQueue::Handle event = 0;
+  };
+
   std::int32_t take_slot();
+  /// Enters every flow of arrivals_[list] due now, then schedules the list's next.
+  void arrive(std::size_t list);
   FlowId id_of(std::int32_t slot) const;
   const Flow* find(FlowId id) const;
   void advance(Link& link);
@@ -117,6 +130,7 @@ class PerLinkSharing {
   std::vector<std::int32_t> hop_pool_;  ///< the flows' links, a segment per slot
   std::vector<std::int32_t> free_slots_;
   std::vector<std::int32_t> ended_;  ///< scratch of link_event
+  std::vector<Arrivals> arrivals_;    ///< one per latency seen
   std::size_t active_ = 0;
 };
 
