@@ -96,11 +96,18 @@ void PerLinkSharing::arrive(std::size_t list) {
   const Time_ps now = queue_.now_ps();
   // enter_transfer may end an empty flow, whose callback may start flows: `waiting` can grow (and
   // move) meanwhile, so it is read by index, and with no latency a new flow is due now too.
+  arriving_ = true;
   while (arrivals_[list].head < arrivals_[list].waiting.size() &&
          arrivals_[list].waiting[arrivals_[list].head].first == now) {
     const std::int32_t slot = arrivals_[list].waiting[arrivals_[list].head++].second;
     enter_transfer(slot);
   }
+  arriving_ = false;
+  for (const std::int32_t id : dirty_) {
+    links_[static_cast<std::size_t>(id)].dirty = false;
+    schedule_link(id);
+  }
+  dirty_.clear();
   Arrivals& a = arrivals_[list];
   if (a.head == a.waiting.size()) {
     a.waiting.clear();
@@ -145,7 +152,12 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
     l.joined_bytes += f.bytes;
     l.ends_sum += end;
     ++bounds_left;
-    schedule_link(id);
+    if (!arriving_) {
+      schedule_link(id);
+    } else if (!l.dirty) {
+      l.dirty = true;
+      dirty_.push_back(id);
+    }
   }
   if (!std::isinf(f.cap)) {
     ++bounds_left;

@@ -83,6 +83,7 @@ class PerLinkSharing {
     Time_ps busy_ps = 0;
     Time_ps busy_since_ps = 0;
     EventQueue::Handle event = 0;  ///< its next end
+    bool dirty = false;            ///< joined during arrive(); its event is moved once, at the end
   };
   struct Flow {
     DoneCallback on_done;
@@ -131,6 +132,10 @@ class PerLinkSharing {
   std::vector<std::int32_t> free_slots_;
   std::vector<std::int32_t> ended_;  ///< scratch of link_event
   std::vector<Arrivals> arrivals_;    ///< one per latency seen
+  /// Links joined by the flows arrive() is entering. A rank's kernel starts its messages at once,
+  /// so a hundred flows may join its links in one call: each link's event is moved once, after all.
+  std::vector<std::int32_t> dirty_;
+  bool arriving_ = false;
   std::size_t active_ = 0;
 };
 
