@@ -74,7 +74,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
     return forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(to % per_node)];
   };
   const std::size_t expected =
-      static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? per_node + topology.num_nodes() : std::min(n, 64));
+      static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64));
   hops_.reserve(expected);
   for (std::vector<int>* column : {&specs.after_ready, &specs.node, &specs.rdma_source}) column->reserve(expected);
   specs.wait_offsets.reserve(expected + 1);
@@ -96,6 +96,11 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
     }
   }
   if (!by_node) return;
+  // Every forwarded pair is one source in a forwarding hop's streams (and, in a dispatch, its waits).
+  std::size_t forwarded = 0;
+  for (const Forward& f : forwards) forwarded += f.sources.size();
+  specs.streams.reserve(forwarded);
+  specs.waits.reserve(specs.waits.size() + (payload.to_sources ? 0 : forwarded));
   for (int from = 0; from < n; ++from) {
     const int node = from / per_node;
     for (int local = 0; local < per_node; ++local) {
@@ -165,6 +170,7 @@ void AllToAllV::link_streams(const HopSpecs& specs, bool to_sources) {
     if (specs.rdma_source[id] >= 0) rdma_of[key(specs.rdma_source[id], specs.node[id])] = static_cast<int>(id);
   // (input, output) in the order they are found, then grouped by input keeping that order.
   std::vector<std::pair<int, int>> links;
+  links.reserve(specs.streams.size());
   for (std::size_t id = 0; id < hops; ++id) {
     if (specs.rdma_source[id] >= 0 || specs.node[id] < 0) continue;
     for (int k = specs.stream_offsets[id]; k < specs.stream_offsets[id + 1]; ++k) {
