@@ -66,6 +66,15 @@ constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
 
 FlowNetwork::FlowNetwork(EventQueue& queue) : queue_(queue) {}
 
+void FlowNetwork::reserve_flows(std::size_t flows) {
+  if (per_link_) {
+    per_link_->reserve_flows(flows);
+    return;
+  }
+  flows_.reserve(flows);
+  hot_.reserve(flows);
+}
+
 void FlowNetwork::set_sharing(const Sharing& sharing) {
   if (!(sharing.tolerance >= 0 && sharing.tolerance < 1)) {
     throw std::invalid_argument("FlowNetwork: the epoch tolerance must be in [0, 1)");

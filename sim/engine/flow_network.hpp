@@ -84,6 +84,10 @@ class FlowNetwork {
   /// max-min rate must do), summed over the re-solves.
   std::uint64_t rate_changes() const { return rate_changes_; }
 
+  /// Makes room for `flows` flows at once, so that a wide exchange's hundreds of thousands of flows do
+  /// not move the flow table each time it doubles.
+  void reserve_flows(std::size_t flows);
+
   /// Adds a link; `capacity_GBps` > 0.
   LinkId add_link(std::string name, double capacity_GBps);
   std::size_t link_count() const;

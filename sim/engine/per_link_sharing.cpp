@@ -26,6 +26,12 @@ constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
 
 PerLinkSharing::PerLinkSharing(EventQueue& queue) : queue_(queue) {}
 
+void PerLinkSharing::reserve_flows(std::size_t flows) {
+  flows_.reserve(flows);
+  bounds_left_.reserve(flows);
+  free_slots_.reserve(flows);
+}
+
 void PerLinkSharing::add_link(double capacity_GBps) {
   Link link;
   link.capacity = GBps_to_bytes_per_ps(capacity_GBps);

@@ -40,6 +40,8 @@ class PerLinkSharing {
 
   explicit PerLinkSharing(EventQueue& queue);
 
+  /// Makes room for `flows` flows at once (FlowNetwork::reserve_flows).
+  void reserve_flows(std::size_t flows);
   /// Adds the next link (ids are 0, 1, ... in order of addition); `capacity_GBps` > 0 and finite.
   void add_link(double capacity_GBps);
   /// Starts a flow now: after `latency_ps` its `bytes` cross every link of `links` at that link's

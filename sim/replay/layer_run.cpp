@@ -112,8 +112,13 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   // The pass's messages and kernels land on the timeline as they end: room for them is made once, not
   // by doubling (each doubling copies every event so far, and a wide layer records millions).
   std::size_t events = 3 * graph_.tasks.size() + 2 * graph_.ce_legs.size() + 4 * static_cast<std::size_t>(n_);
-  for (const CommOp& op : p.ops) events += op.collective->timeline_events();
+  std::size_t widest = 0;  // the most transfers one exchange puts in flight
+  for (const CommOp& op : p.ops) {
+    events += op.collective->timeline_events();
+    widest = std::max(widest, op.collective->timeline_events());
+  }
   ctx_.reserve_timeline(events);
+  ctx_.reserve_transfers(widest);
 
   p.comm_cursor.assign(n_, 0);
   p.comm_busy.assign(n_, false);

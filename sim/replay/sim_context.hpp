@@ -87,6 +87,12 @@ class SimContext {
   int num_gpus() const { return topology_.num_gpus(); }
   Time_ps now_ps() const { return queue_.now_ps(); }
   Timeline& timeline() { return timeline_; }
+  /// Makes room for `transfers` EP messages and flows in flight at once.
+  void reserve_transfers(std::size_t transfers) {
+    messages_.reserve(transfers);
+    free_messages_.reserve(transfers);
+    network_.reserve_flows(transfers);
+  }
   /// Makes room for `more` timeline events beyond those recorded (a pass knows its count up front).
   void reserve_timeline(std::size_t more) {
     if (timeline_.events.size() + more > timeline_.events.capacity()) timeline_.events.reserve(timeline_.events.size() + more);
