@@ -60,16 +60,20 @@ class PerLinkSharing {
   Time_ps link_busy_ps(int link) const;
 
  private:
-  /// A flow's end on one link's clock; ties end in the order the flows joined the link.
+  /// A flow's end on one link's clock; ties end in the order the flows joined the link. 16 bytes, so
+  /// that four fit a cache line: a wide layer's heaps are walked in event order, nearly at random.
   struct End {
     double at_bytes;  ///< the link's virtual clock when the flow has received all its bytes
-    std::uint64_t order;
+    std::uint32_t order;  ///< join count, wrapping: compared as a difference (serial numbers)
     std::int32_t slot;
   };
-  /// std::push_heap and pop_heap build a max-heap: this order puts the earliest end on top.
+  /// std::push_heap and pop_heap build a max-heap: this order puts the earliest end on top. The
+  /// flows on one link at once are far fewer than 2^31, so the join order of any two of them is the
+  /// sign of the wrapped difference, even after the count wraps.
   struct Later {
     bool operator()(const End& a, const End& b) const {
-      return a.at_bytes > b.at_bytes || (a.at_bytes == b.at_bytes && a.order > b.order);
+      return a.at_bytes > b.at_bytes ||
+             (a.at_bytes == b.at_bytes && static_cast<std::int32_t>(a.order - b.order) > 0);
     }
   };
   struct Link {
@@ -77,7 +81,7 @@ class PerLinkSharing {
     double clock_bytes = 0;     ///< virtual clock: bytes each of its flows received, as of clock_at_ps
     Time_ps clock_at_ps = 0;
     std::vector<End> ends;      ///< min-heap on (at_bytes, order)
-    std::uint64_t joined = 0;   ///< flows that ever joined, for End::order
+    std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for End::order
     /// Bytes of every flow that joined, and the sum of its current flows' ends: what it carried is
     /// joined_bytes less what its flows still miss, sum of (end - clock), with no flow to look up.
     double joined_bytes = 0;
