@@ -145,40 +145,14 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   for (std::size_t i = 0; i < plan.instances.size(); ++i)
     group_of[i] = std::min(groups - 1, plan.instances[i].expert / group_size);
 
-  // Each source's assignments in all (its tokens) and per group. The routes with an EP leg are then
-  // bucketed by (stage, source) in plan order, a counting sort, each as what the sums below read
-  // (target, group, assignments): at wide EP there are millions of them, and a tree keyed by
-  // (stage, source, target, group) was a fifth of a layer's time.
-  struct Leg {
-    int target;
-    int group;
-    double assigned;
-  };
+  // Each source's assignments in all (its tokens) and per group.
   std::vector<double> slots(static_cast<std::size_t>(n), 0.0);
   std::vector<double> group_slots(static_cast<std::size_t>(n) * groups, 0.0);
-  std::vector<int> bucket_begin(static_cast<std::size_t>(stages) * n + 1, 0);
-  std::vector<int> target_of(plan.routes.size(), -1);
-  for (std::size_t i = 0; i < plan.routes.size(); ++i) {
-    const TokenRoute& r = plan.routes[i];
-    if (r.tokens <= 0) continue;
+  const auto add_slots = [&](const TokenRoute& r) {
     const double a = static_cast<double>(r.tokens);
     slots[static_cast<std::size_t>(r.src_rank)] += a;
     group_slots[static_cast<std::size_t>(r.src_rank) * groups + group_of[static_cast<std::size_t>(r.instance)]] += a;
-    target_of[i] = ep_leg_target(plan, r);
-    if (target_of[i] >= 0) ++bucket_begin[static_cast<std::size_t>(r.stage) * n + r.src_rank + 1];
-  }
-  for (std::size_t b = 1; b < bucket_begin.size(); ++b) bucket_begin[b] += bucket_begin[b - 1];
-  std::vector<Leg> bucketed(static_cast<std::size_t>(bucket_begin.back()));
-  {
-    std::vector<int> fill(bucket_begin.begin(), bucket_begin.end() - 1);
-    for (std::size_t i = 0; i < plan.routes.size(); ++i) {
-      if (target_of[i] < 0) continue;
-      const TokenRoute& r = plan.routes[i];
-      bucketed[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.stage) * n + r.src_rank]++)] = {
-          target_of[i], group_of[static_cast<std::size_t>(r.instance)], static_cast<double>(r.tokens)};
-    }
-  }
-
+  };
   // One source's assignments per (target, group), summed in plan order; `touched` lists the entries
   // in use (every assignment is positive), to read them in (target, group) order and clear them.
   struct Accumulator {
@@ -191,6 +165,10 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   };
   Accumulator gpu{std::vector<double>(static_cast<std::size_t>(n) * groups, 0.0), {}};
   Accumulator node{std::vector<double>(static_cast<std::size_t>(nodes) * groups, 0.0), {}};
+  const auto add_leg = [&](int s, int target, int group, double a) {
+    gpu.add(target * groups + group, a);
+    if (by_node && target / gpus_per_node_ != s / gpus_per_node_) node.add(target / gpus_per_node_ * groups + group, a);
+  };
   // The expected distinct tokens from source s to each target it reaches, in target order.
   const auto emit = [&](Accumulator& acc, int s, std::vector<LegTokens>& legs) {
     std::sort(acc.touched.begin(), acc.touched.end());
@@ -216,15 +194,72 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
     }
     acc.touched.clear();
   };
+
+  // The usual plan has one exchange stage and lists its routes source by source: then each source's
+  // routes are read twice while they are in the cache (its totals, then its legs), one pass over a
+  // plan that at wide EP holds millions of routes. The sums are the general path's, in its order.
+  if (stages == 1) {
+    const std::vector<TokenRoute>& routes = plan.routes;
+    bool by_source = true;
+    for (std::size_t begin = 0; begin < routes.size() && by_source;) {
+      const int s = routes[begin].src_rank;
+      std::size_t end = begin;
+      for (; end < routes.size() && routes[end].src_rank == s; ++end)
+        if (routes[end].tokens > 0) add_slots(routes[end]);
+      by_source = end == routes.size() || routes[end].src_rank > s;
+      for (std::size_t i = begin; i < end && by_source; ++i) {
+        const int target = ep_leg_target(plan, routes[i]);
+        if (target >= 0)
+          add_leg(s, target, group_of[static_cast<std::size_t>(routes[i].instance)], static_cast<double>(routes[i].tokens));
+      }
+      if (by_source) {
+        emit(gpu, s, gpu_legs_[0]);
+        emit(node, s, node_legs_[0]);
+      }
+      begin = end;
+    }
+    if (by_source) return;
+    // Not in source order after all: start again on the general path.
+    gpu_legs_[0].clear();
+    node_legs_[0].clear();
+    std::fill(slots.begin(), slots.end(), 0.0);
+    std::fill(group_slots.begin(), group_slots.end(), 0.0);
+  }
+
+  // The general path: the routes with an EP leg are bucketed by (stage, source) in plan order, a
+  // counting sort, each as what the sums read (target, group, assignments): at wide EP there are
+  // millions of them, and a tree keyed by (stage, source, target, group) was a fifth of a layer's time.
+  struct Leg {
+    int target;
+    int group;
+    double assigned;
+  };
+  std::vector<int> bucket_begin(static_cast<std::size_t>(stages) * n + 1, 0);
+  std::vector<int> target_of(plan.routes.size(), -1);
+  for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+    const TokenRoute& r = plan.routes[i];
+    if (r.tokens <= 0) continue;
+    add_slots(r);
+    target_of[i] = ep_leg_target(plan, r);
+    if (target_of[i] >= 0) ++bucket_begin[static_cast<std::size_t>(r.stage) * n + r.src_rank + 1];
+  }
+  for (std::size_t b = 1; b < bucket_begin.size(); ++b) bucket_begin[b] += bucket_begin[b - 1];
+  std::vector<Leg> bucketed(static_cast<std::size_t>(bucket_begin.back()));
+  {
+    std::vector<int> fill(bucket_begin.begin(), bucket_begin.end() - 1);
+    for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+      if (target_of[i] < 0) continue;
+      const TokenRoute& r = plan.routes[i];
+      bucketed[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.stage) * n + r.src_rank]++)] = {
+          target_of[i], group_of[static_cast<std::size_t>(r.instance)], static_cast<double>(r.tokens)};
+    }
+  }
   for (int stage = 0; stage < stages; ++stage) {
     for (int s = 0; s < n; ++s) {
       const std::size_t bucket = static_cast<std::size_t>(stage) * n + s;
-      const int source_node = s / gpus_per_node_;
       for (int i = bucket_begin[bucket]; i < bucket_begin[bucket + 1]; ++i) {
         const Leg& leg = bucketed[static_cast<std::size_t>(i)];
-        gpu.add(leg.target * groups + leg.group, leg.assigned);
-        if (by_node && leg.target / gpus_per_node_ != source_node)
-          node.add(leg.target / gpus_per_node_ * groups + leg.group, leg.assigned);
+        add_leg(s, leg.target, leg.group, leg.assigned);
       }
       emit(gpu, s, gpu_legs_[static_cast<std::size_t>(stage)]);
       emit(node, s, node_legs_[static_cast<std::size_t>(stage)]);

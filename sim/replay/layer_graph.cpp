@@ -9,7 +9,6 @@ namespace epsim {
 LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int stages) {
   const int n = context.num_gpus();
   LayerGraph graph;
-  const std::vector<std::int64_t> inst_tokens = plan.tokens_per_instance();
   std::vector<int>& task_of_instance = graph.task_of_instance;
   task_of_instance.assign(plan.instances.size(), -1);
   graph.tasks_of.assign(n, {});
@@ -23,13 +22,7 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
       task.on_arrival = gg.on_arrival;
       task.after_planner = gg.after_planner;
       task.backward_first = gg.backward_first;
-      std::vector<std::int64_t> rows;
-      for (int i : gg.instances) {
-        rows.push_back(inst_tokens[i]);
-        task_of_instance[i] = static_cast<int>(graph.tasks.size());
-      }
-      task.work_ps = context.gemm().grouped_time_ps(rows, context.model().expert_ffn_size);
-      task.hbm_fraction = context.gemm().hbm_fraction(rows, context.model().expert_ffn_size);
+      for (int i : gg.instances) task_of_instance[i] = static_cast<int>(graph.tasks.size());
       if (gg.on_arrival) graph.has_on_arrival[g] = true;
       if (gg.after_planner) graph.has_after_planner[g] = true;
       graph.tasks_of[g].push_back(static_cast<int>(graph.tasks.size()));
@@ -49,16 +42,41 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
     if (!task.stages.empty() && task.stages.back() == stage) return;
     if (std::find(task.stages.begin(), task.stages.end(), stage) == task.stages.end()) task.stages.push_back(stage);
   };
+  // One pass over the routes for everything they tell (a wide plan has millions): each instance's
+  // tokens, each task's stages, and the Copy Engine legs, (from, to, task) in a fixed order.
+  std::vector<std::int64_t> inst_tokens(plan.instances.size(), 0);
+  std::map<std::tuple<int, int, int>, CeLeg> legs;
   for (const TokenRoute& r : plan.routes) {
+    inst_tokens[r.instance] += r.tokens;
+    if (r.tokens <= 0) continue;
     const int dst = plan.instances[r.instance].gpu;
-    if (r.tokens <= 0 || r.stage < 0) continue;
-    GemmTask& task = graph.tasks[task_of_instance[r.instance]];
+    const int task_id = task_of_instance[r.instance];
+    if (r.carrier == Carrier::copy_engine) {
+      const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
+      if (from != dst) {
+        CeLeg& leg = legs[{from, dst, task_id}];
+        leg.from = from;
+        leg.to = dst;
+        leg.task = task_id;
+        leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
+        leg.tokens += static_cast<double>(r.tokens);
+      }
+    }
+    if (r.stage < 0) continue;
+    GemmTask& task = graph.tasks[task_id];
     add_stage(task, stages - 1);
     const bool by_copy_engine =
         r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
     if (by_copy_engine) continue;
     task.input_stage = std::max(task.input_stage, r.stage);
     add_stage(task, r.stage);
+  }
+  for (GemmTask& task : graph.tasks) {
+    std::vector<std::int64_t> rows;
+    rows.reserve(task.instances.size());
+    for (int i : task.instances) rows.push_back(inst_tokens[i]);
+    task.work_ps = context.gemm().grouped_time_ps(rows, context.model().expert_ffn_size);
+    task.hbm_fraction = context.gemm().hbm_fraction(rows, context.model().expert_ffn_size);
   }
   for (const Transfer& t : plan.transfers) {
     if (t.bytes <= 0) continue;
@@ -107,20 +125,6 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
     if (std::find(task.reduces.begin(), task.reduces.end(), found->second) != task.reduces.end()) continue;
     task.reduces.push_back(found->second);
     ++graph.reduces[found->second].wgrads_before[task.gpu];
-  }
-  std::map<std::tuple<int, int, int>, CeLeg> legs;  // (from, to, task): a fixed order
-  for (const TokenRoute& r : plan.routes) {
-    const int dst = plan.instances[r.instance].gpu;
-    if (r.tokens <= 0 || r.carrier != Carrier::copy_engine) continue;
-    const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
-    if (from == dst) continue;
-    const int task = task_of_instance[r.instance];
-    CeLeg& leg = legs[{from, dst, task}];
-    leg.from = from;
-    leg.to = dst;
-    leg.task = task;
-    leg.after_dispatch = r.via_gpu >= 0 && r.via_gpu != r.src_rank;
-    leg.tokens += static_cast<double>(r.tokens);
   }
   for (auto& [key, leg] : legs) {
     graph.tasks[leg.task].ce_legs.push_back(static_cast<int>(graph.ce_legs.size()));
