@@ -168,27 +168,30 @@ void AllToAllV::link_streams(const HopSpecs& specs, bool to_sources) {
   const auto key = [nodes](int source, int node) { return static_cast<std::size_t>(source) * nodes + static_cast<std::size_t>(node); };
   for (std::size_t id = 0; id < hops; ++id)
     if (specs.rdma_source[id] >= 0) rdma_of[key(specs.rdma_source[id], specs.node[id])] = static_cast<int>(id);
-  // (input, output) in the order they are found, then grouped by input keeping that order.
-  std::vector<std::pair<int, int>> links;
-  links.reserve(specs.streams.size());
-  for (std::size_t id = 0; id < hops; ++id) {
-    if (specs.rdma_source[id] >= 0 || specs.node[id] < 0) continue;
-    for (int k = specs.stream_offsets[id]; k < specs.stream_offsets[id + 1]; ++k) {
-      const int rdma = rdma_of[key(specs.streams[static_cast<std::size_t>(k)], specs.node[id])];
-      if (rdma < 0) continue;
-      // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
-      const int input = to_sources ? static_cast<int>(id) : rdma;
-      const int output = to_sources ? rdma : static_cast<int>(id);
-      links.emplace_back(input, output);
-      ++hops_[static_cast<std::size_t>(output)].inputs_left;
+  // Each (input, output) link in the order the streams list them, grouped by input keeping that
+  // order: the streams are walked twice, to count each input's outputs and then to place them (a
+  // wide exchange has a million of these links).
+  const auto for_each_link = [&](auto&& visit) {
+    for (std::size_t id = 0; id < hops; ++id) {
+      if (specs.rdma_source[id] >= 0 || specs.node[id] < 0) continue;
+      for (int k = specs.stream_offsets[id]; k < specs.stream_offsets[id + 1]; ++k) {
+        const int rdma = rdma_of[key(specs.streams[static_cast<std::size_t>(k)], specs.node[id])];
+        if (rdma < 0) continue;
+        // Dispatch: the RDMA hop feeds the forwarding hop; combine: the NVLink hop feeds the node's sum.
+        if (to_sources) visit(static_cast<int>(id), rdma);
+        else visit(rdma, static_cast<int>(id));
+      }
     }
-  }
+  };
   feed_offsets_.assign(hops + 1, 0);
-  for (const auto& [input, output] : links) ++feed_offsets_[static_cast<std::size_t>(input) + 1];
+  for_each_link([&](int input, int output) {
+    ++feed_offsets_[static_cast<std::size_t>(input) + 1];
+    ++hops_[static_cast<std::size_t>(output)].inputs_left;
+  });
   for (std::size_t h = 0; h < hops; ++h) feed_offsets_[h + 1] += feed_offsets_[h];
-  feeds_.resize(links.size());
+  feeds_.resize(static_cast<std::size_t>(feed_offsets_[hops]));
   std::vector<int> fill(feed_offsets_.begin(), feed_offsets_.end() - 1);
-  for (const auto& [input, output] : links) feeds_[static_cast<std::size_t>(fill[static_cast<std::size_t>(input)]++)] = output;
+  for_each_link([&](int input, int output) { feeds_[static_cast<std::size_t>(fill[static_cast<std::size_t>(input)]++)] = output; });
 }
 
 void AllToAllV::start(int rank) {

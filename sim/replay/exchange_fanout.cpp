@@ -200,6 +200,9 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   // plan that at wide EP holds millions of routes. The sums are the general path's, in its order.
   if (stages == 1) {
     const std::vector<TokenRoute>& routes = plan.routes;
+    // At most one leg per (source, target): room for them at once, not by doubling.
+    gpu_legs_[0].reserve(std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(n)));
+    node_legs_[0].reserve(by_node ? std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes)) : 0);
     bool by_source = true;
     for (std::size_t begin = 0; begin < routes.size() && by_source;) {
       const int s = routes[begin].src_rank;

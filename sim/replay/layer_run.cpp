@@ -117,7 +117,9 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
     events += op.collective->timeline_events();
     widest = std::max(widest, op.collective->timeline_events());
   }
-  ctx_.reserve_timeline(events);
+  // The backward's exchanges mirror the forward's: room for both at once, so that the backward does not
+  // move the forward's events to a larger block.
+  ctx_.reserve_timeline(fwd && backward_ ? 2 * events : events);
   ctx_.reserve_transfers(widest);
 
   p.comm_cursor.assign(n_, 0);
