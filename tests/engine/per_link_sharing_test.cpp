@@ -187,6 +187,38 @@ TEST_CASE("per_link: a flow started by another's end joins the link at once") {
   CHECK(net.link_bytes(l) == doctest::Approx(5000));
 }
 
+TEST_CASE("per_link: flows entering together, and one started by an empty flow among them, share from the start") {
+  // Flows of one latency enter their links together, each link's next end moved once after all of
+  // them: the result must be as if each had entered on its own. Here G and H (1,000 bytes, latency
+  // 0) and an empty flow E enter at 0; E ends at once and starts F (1,000 bytes, latency 0), which
+  // enters at 0 too. Three flows of 1,000 bytes on one byte-per-ps link all end at 3,000.
+  // K (latency 500, 500 bytes) joins at 500 on a second link with G: G's 1,000 bytes cross link m
+  // at half rate from 500, ending there at 1,500, before its 3,000 on l.
+  EventQueue q;
+  FlowNetwork net(q);
+  net.set_sharing(kPerLink);
+  const LinkId l = net.add_link("l", kBytePerPs_GBps);
+  const LinkId m = net.add_link("m", kBytePerPs_GBps);
+  Ends ends(5);
+  net.start_flow({l, m}, 1000, 0, kNoCap, ends.at(0));  // G
+  net.start_flow({l}, 0, 0, kNoCap, [&](Time_ps s, Time_ps e) {  // E
+    CHECK(e == 0);
+    net.start_flow({l}, 1000, 0, kNoCap, ends.at(1));  // F
+    (void)s;
+  });
+  net.start_flow({l}, 1000, 0, kNoCap, ends.at(2));     // H
+  net.start_flow({m}, 500, 500, kNoCap, ends.at(3));    // K
+  q.run();
+  CHECK(ends.ended[0] == 3000);
+  CHECK(ends.ended[1] == 3000);
+  CHECK(ends.ended[2] == 3000);
+  // m: G alone for 500 ps (500 bytes), then G and K at half: K's 500 bytes take 1,000 ps, and G's
+  // last 500 bytes end with them at 1,500.
+  CHECK(ends.ended[3] == 1500);
+  CHECK(net.link_bytes(l) == doctest::Approx(3000));
+  CHECK(net.link_bytes(m) == doctest::Approx(1500));
+}
+
 TEST_CASE("per_link: the mode is chosen before the first flow") {
   EventQueue q;
   FlowNetwork net(q);
