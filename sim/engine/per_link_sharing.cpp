@@ -124,7 +124,11 @@ void PerLinkSharing::arrive(std::size_t list) {
     a.waiting.erase(a.waiting.begin(), a.waiting.begin() + static_cast<std::ptrdiff_t>(a.head));
     a.head = 0;
   }
-  if (a.event == 0) a.event = queue_.schedule(a.waiting[a.head].first, [this, list] { arrive(list); });
+  // A flow started meanwhile (by an empty flow's end) may have scheduled the list's event at its own
+  // time, later than the head's: the event goes to the head.
+  const Time_ps next = a.waiting[a.head].first;
+  if (a.event != 0 && !queue_.reschedule(a.event, next)) a.event = 0;
+  if (a.event == 0) a.event = queue_.schedule(next, [this, list] { arrive(list); });
 }
 
 void PerLinkSharing::advance(Link& link) {

@@ -219,6 +219,22 @@ TEST_CASE("per_link: flows entering together, and one started by an empty flow a
   CHECK(net.link_bytes(m) == doctest::Approx(1500));
 }
 
+TEST_CASE("per_link: a flow started while its latency's list is entering does not delay the list") {
+  // Latency 10 for all. X (empty) starts at 0 and enters at 10, where its end starts Y (enters at 20).
+  // Z starts at 5 and must enter at 15, not wait for Y: Z alone for 5 ps, then Z (995 bytes left) and
+  // Y at half until Z ends at 20 + 1,990 = 2,010, and Y's last 5 bytes alone: 2,015.
+  EventQueue q;
+  FlowNetwork net(q);
+  net.set_sharing(kPerLink);
+  const LinkId l = net.add_link("l", kBytePerPs_GBps);
+  Ends ends(2);
+  net.start_flow({l}, 0, 10, kNoCap, [&](Time_ps, Time_ps) { net.start_flow({l}, 1000, 10, kNoCap, ends.at(1)); });
+  q.schedule(5, [&] { net.start_flow({l}, 1000, 10, kNoCap, ends.at(0)); });
+  q.run();
+  CHECK(ends.ended[0] == 2010);
+  CHECK(ends.ended[1] == 2015);
+}
+
 TEST_CASE("per_link: the mode is chosen before the first flow") {
   EventQueue q;
   FlowNetwork net(q);
