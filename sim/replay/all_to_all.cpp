@@ -224,22 +224,32 @@ void AllToAllV::release(const std::vector<int>& offsets, const std::vector<int>&
   }
 }
 
-void AllToAllV::launch(int id) {
-  const Hop& hop = hops_[static_cast<std::size_t>(id)];
+std::string AllToAllV::hop_name(const Hop& hop) const {
   // "<exchange> <from>-><to>", built in one allocation (a wide layer has millions of hops), and only
   // where the timeline's names are read.
   std::string name;
-  if (context_.transfer_names()) {
-    char from[12], to[12];  // an int has at most 11 characters
-    const std::size_t from_size = static_cast<std::size_t>(std::to_chars(from, from + sizeof from, hop.from).ptr - from);
-    const std::size_t to_size = static_cast<std::size_t>(std::to_chars(to, to + sizeof to, hop.to).ptr - to);
-    name.reserve(name_.size() + 3 + from_size + to_size);
-    name.append(name_).append(1, ' ').append(from, from_size).append("->").append(to, to_size);
+  if (!context_.transfer_names()) return name;
+  char from[12], to[12];  // an int has at most 11 characters
+  const std::size_t from_size = static_cast<std::size_t>(std::to_chars(from, from + sizeof from, hop.from).ptr - from);
+  const std::size_t to_size = static_cast<std::size_t>(std::to_chars(to, to + sizeof to, hop.to).ptr - to);
+  name.reserve(name_.size() + 3 + from_size + to_size);
+  name.append(name_).append(1, ' ').append(from, from_size).append("->").append(to, to_size);
+  return name;
+}
+
+void AllToAllV::launch(int id) {
+  const Hop& hop = hops_[static_cast<std::size_t>(id)];
+  if (hop.by_copy_engine) {
+    context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, hop_name(hop), [this, id] { hop_moved(id); });
+    return;
   }
-  if (hop.by_copy_engine)
-    context_.ce_copy(hop.from, hop.to, hop.bytes, pass_, std::move(name), [this, id] { hop_moved(id); });
-  else
-    context_.ep_message(hop.from, hop.to, hop.bytes, pass_, std::move(name), [this, id] { hop_moved(id); });
+  // The hop holds what the message's record needs; it is read again at the end, where the hop is
+  // touched anyway.
+  context_.send_ep_message(hop.from, hop.to, hop.bytes, [this, id](Time_ps start, Time_ps end) {
+    const Hop& h = hops_[static_cast<std::size_t>(id)];
+    context_.record_message(h.from, h.to, pass_, hop_name(h), h.bytes, start, end);
+    hop_moved(id);
+  });
 }
 
 void AllToAllV::hop_moved(int id) {

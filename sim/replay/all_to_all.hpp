@@ -104,6 +104,8 @@ class AllToAllV {
   void index_waits(const HopSpecs& specs);
   void link_streams(const HopSpecs& specs, bool to_sources);
   void release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank);
+  /// The hop's name on the timeline, empty unless the context names transfers.
+  std::string hop_name(const Hop& hop) const;
   void launch(int hop);
   void hop_moved(int hop);
   void hop_done(int hop);

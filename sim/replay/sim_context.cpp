@@ -65,34 +65,25 @@ double SimContext::message_efficiency(int src, int dst, double payload_bytes) co
 }
 
 void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, std::string name, Done done) {
-  const double wire_bytes = payload_bytes / message_efficiency(src, dst, payload_bytes);
-  std::size_t slot = messages_.size();
-  if (!free_messages_.empty()) {
-    slot = free_messages_.back();
-    free_messages_.pop_back();
-  } else {
-    messages_.emplace_back();
-  }
-  Message& m = messages_[slot];
-  m.src = src;
-  m.track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
-  m.pass = pass;
-  m.payload_bytes = payload_bytes;
-  m.name = std::move(name);
-  m.done = std::move(done);
-  topology_.ep_route(src, dst, route_);
-  network_.start_flow(route_, wire_bytes, topology_.ep_latency_ps(src, dst), FlowNetwork::kNoRateCap,
-                      [this, slot](Time_ps start, Time_ps end) { message_done(slot, start, end); });
+  send_ep_message(src, dst, payload_bytes,
+                  [this, src, dst, pass, payload_bytes, name = std::move(name), done = std::move(done)](
+                      Time_ps start, Time_ps end) mutable {
+                    record_message(src, dst, pass, std::move(name), payload_bytes, start, end);
+                    done();
+                  });
 }
 
-void SimContext::message_done(std::size_t slot, Time_ps start_ps, Time_ps end_ps) {
-  Message& m = messages_[slot];
-  // The name moves into the timeline; the slot is free again before `done`, which may send more.
-  timeline_.events.push_back({m.src, m.track, m.pass, std::move(m.name), start_ps, end_ps, m.payload_bytes});
-  Done done = std::move(m.done);
-  m.done = nullptr;
-  free_messages_.push_back(slot);
-  done();
+void SimContext::send_ep_message(int src, int dst, double payload_bytes, FlowNetwork::DoneCallback on_end) {
+  const double wire_bytes = payload_bytes / message_efficiency(src, dst, payload_bytes);
+  topology_.ep_route(src, dst, route_);
+  network_.start_flow(route_, wire_bytes, topology_.ep_latency_ps(src, dst), FlowNetwork::kNoRateCap,
+                      std::move(on_end));
+}
+
+void SimContext::record_message(int src, int dst, Pass pass, std::string name, double payload_bytes,
+                                Time_ps start_ps, Time_ps end_ps) {
+  const Track track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
+  timeline_.events.push_back({src, track, pass, std::move(name), start_ps, end_ps, payload_bytes});
 }
 
 void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, std::string name, Done done) {

@@ -54,6 +54,14 @@ class SimContext {
   /// With SM-limited kernels (ep_backend.sm_GBps > 0) it also crosses src's ep_sms_out and dst's
   /// ep_sms_in links, which count its wire bytes.
   void ep_message(int src, int dst, double payload_bytes, Pass pass, std::string name, Done done);
+  /// The same message, recorded by the caller: `on_end(start, end)` runs when it has arrived, and is
+  /// to call record_message. A caller that keeps each message's fields anyway (AllToAllV's hops)
+  /// sends this way, so that nothing is held here for the message (a wide layer sends millions, and
+  /// each record of its own was one more cache miss at its end).
+  void send_ep_message(int src, int dst, double payload_bytes, FlowNetwork::DoneCallback on_end);
+  /// Records an EP message that ran from `start_ps` to `end_ps` (on src's NVLink or NIC track).
+  void record_message(int src, int dst, Pass pass, std::string name, double payload_bytes, Time_ps start_ps,
+                      Time_ps end_ps);
   /// A copy on `src`'s Copy Engine to `dst` in the same node. While it runs it adds HBM traffic on both
   /// GPUs (copy_engine.hbm_traffic_factor), which memory-bound kernels there feel.
   void ce_copy(int src, int dst, double bytes, Pass pass, std::string name, Done done);
@@ -88,11 +96,7 @@ class SimContext {
   Time_ps now_ps() const { return queue_.now_ps(); }
   Timeline& timeline() { return timeline_; }
   /// Makes room for `transfers` EP messages and flows in flight at once.
-  void reserve_transfers(std::size_t transfers) {
-    messages_.reserve(transfers);
-    free_messages_.reserve(transfers);
-    network_.reserve_flows(transfers);
-  }
+  void reserve_transfers(std::size_t transfers) { network_.reserve_flows(transfers); }
   /// Makes room for `more` timeline events beyond those recorded (a pass knows its count up front).
   void reserve_timeline(std::size_t more) {
     if (timeline_.events.size() + more > timeline_.events.capacity()) timeline_.events.reserve(timeline_.events.size() + more);
@@ -104,18 +108,6 @@ class SimContext {
  private:
   double message_efficiency(int src, int dst, double payload_bytes) const;
   void copies_touching(int gpu, int delta);
-  void message_done(std::size_t slot, Time_ps start_ps, Time_ps end_ps);
-
-  /// An EP message in flight: what its end records and calls. Kept in a pool, so that the flow's
-  /// callback holds only a slot number and needs no allocation (a wide layer sends millions).
-  struct Message {
-    int src = 0;
-    Track track = Track::compute;
-    Pass pass = Pass::forward;
-    double payload_bytes = 0;
-    std::string name;
-    Done done;
-  };
 
   const HardwareSpec& hw_;
   const ModelSpec& model_;
@@ -129,8 +121,6 @@ class SimContext {
   std::vector<int> active_copies_;                 ///< per GPU: Copy Engine copies reading or writing its HBM
   Timeline timeline_;
   bool transfer_names_ = true;
-  std::vector<Message> messages_;
-  std::vector<std::size_t> free_messages_;  ///< reused LIFO, deterministic
   std::vector<LinkId> route_;               ///< scratch for ep_message's route
 };
 
