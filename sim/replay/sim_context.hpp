@@ -1,6 +1,7 @@
 // The resources of one simulated layer (event queue, links, SMs, Copy Engines, host CPUs) and the
 // few operations the replay builds on: an EP-backend message, a Copy Engine copy, a kernel on the
-// compute stream, a host task. Each records itself on the timeline when it ends.
+// compute stream, a host task. Each records itself on the timeline when it ends (an EP message sent
+// with send_ep_message is recorded by its caller, which holds what the record needs).
 #pragma once
 
 #include <functional>
