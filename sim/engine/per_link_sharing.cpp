@@ -37,6 +37,24 @@ void PerLinkSharing::add_link(double capacity_GBps) {
   link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
   link.clock_at_ps = queue_.now_ps();
   links_.push_back(std::move(link));
+  busy_.emplace_back();
+}
+
+void PerLinkSharing::EndHeap::push(const End& e) {
+  if (size_ == capacity_) {
+    const std::uint32_t grown = capacity_ == 0 ? 8 : 2 * capacity_;
+    std::unique_ptr<End[]> data(new End[grown]);
+    std::copy(data_.get(), data_.get() + size_, data.get());
+    data_ = std::move(data);
+    capacity_ = grown;
+  }
+  data_[size_++] = e;
+  std::push_heap(data_.get(), data_.get() + size_, Later{});
+}
+
+PerLinkSharing::End PerLinkSharing::EndHeap::pop() {
+  std::pop_heap(data_.get(), data_.get() + size_, Later{});
+  return data_[--size_];
 }
 
 std::int32_t PerLinkSharing::take_slot() {
@@ -155,12 +173,9 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
     const std::int32_t id = hop_pool_[f.hop_begin + k];
     Link& l = links_[static_cast<std::size_t>(id)];
     advance(l);
-    if (l.ends.empty()) l.busy_since_ps = now;
-    const double end = l.clock_bytes + f.bytes;
-    l.ends.push_back(End{end, l.joined++, slot});
-    std::push_heap(l.ends.begin(), l.ends.end(), Later{});
+    if (l.ends.empty()) busy_[static_cast<std::size_t>(id)].since_ps = now;
+    l.ends.push(End{l.clock_bytes + f.bytes, l.joined++, slot});
     l.joined_bytes += f.bytes;
-    l.ends_sum += end;
     ++bounds_left;
     if (!arriving_) {
       schedule_link(id);
@@ -198,15 +213,11 @@ void PerLinkSharing::link_event(std::int32_t id) {
   advance(l);
   ended_.clear();
   while (!l.ends.empty() && l.ends.front().at_bytes <= l.clock_bytes + kDoneBytes) {
-    const End end = l.ends.front();
-    std::pop_heap(l.ends.begin(), l.ends.end(), Later{});
-    l.ends.pop_back();
-    l.ends_sum -= end.at_bytes;
-    ended_.push_back(end.slot);
+    ended_.push_back(l.ends.pop().slot);
   }
   if (l.ends.empty()) {
-    l.busy_ps += queue_.now_ps() - l.busy_since_ps;
-    l.ends_sum = 0;  // no rounding carried into the next busy period
+    LinkBusy& busy = busy_[static_cast<std::size_t>(id)];
+    busy.busy_ps += queue_.now_ps() - busy.since_ps;
   }
   schedule_link(id);
   // The flows' callbacks may start flows on this link: its state is settled first. They never run a
@@ -247,15 +258,19 @@ double PerLinkSharing::flow_rate_GBps(FlowId id) const {
 double PerLinkSharing::link_bytes(int link) const {
   const Link& l = links_[static_cast<std::size_t>(link)];
   if (l.ends.empty()) return l.joined_bytes;
+  // What it carried is what joined less what its flows still miss, sum of (end - clock): a walk of
+  // its heap, as this is for inspection, not for the simulation.
   const double n = static_cast<double>(l.ends.size());
   const double clock =
       l.clock_bytes + l.capacity * static_cast<double>(queue_.now_ps() - l.clock_at_ps) / n;
-  return l.joined_bytes - (l.ends_sum - n * clock);
+  double missing = 0;
+  for (const End& e : l.ends) missing += e.at_bytes - clock;
+  return l.joined_bytes - missing;
 }
 
 Time_ps PerLinkSharing::link_busy_ps(int link) const {
-  const Link& l = links_[static_cast<std::size_t>(link)];
-  return l.busy_ps + (l.ends.empty() ? 0 : queue_.now_ps() - l.busy_since_ps);
+  const LinkBusy& busy = busy_[static_cast<std::size_t>(link)];
+  return busy.busy_ps + (links_[static_cast<std::size_t>(link)].ends.empty() ? 0 : queue_.now_ps() - busy.since_ps);
 }
 
 }  // namespace epsim

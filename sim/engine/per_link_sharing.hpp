@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -76,20 +77,41 @@ class PerLinkSharing {
              (a.at_bytes == b.at_bytes && static_cast<std::int32_t>(a.order - b.order) > 0);
     }
   };
-  struct Link {
+  /// A link's flows' ends, a min-heap in a block of its own: 16 bytes in the link rather than a
+  /// vector's 24, which lets a link fit one cache line.
+  class EndHeap {
+   public:
+    bool empty() const { return size_ == 0; }
+    std::size_t size() const { return size_; }
+    const End& front() const { return data_[0]; }
+    const End* begin() const { return data_.get(); }
+    const End* end() const { return data_.get() + size_; }
+    void push(const End& e);
+    End pop();
+
+   private:
+    std::unique_ptr<End[]> data_;
+    std::uint32_t size_ = 0;
+    std::uint32_t capacity_ = 0;
+  };
+  /// What link_event and enter_transfer touch, in one cache line: a wide layer's links are visited
+  /// in event order, nearly at random. What only inspection reads sits apart (LinkBusy), and the
+  /// bytes a link's flows still miss are summed over its heap when asked.
+  struct alignas(64) Link {
     double capacity = 0;        ///< bytes per ps
     double clock_bytes = 0;     ///< virtual clock: bytes each of its flows received, as of clock_at_ps
     Time_ps clock_at_ps = 0;
-    std::vector<End> ends;      ///< min-heap on (at_bytes, order)
-    std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for End::order
-    /// Bytes of every flow that joined, and the sum of its current flows' ends: what it carried is
-    /// joined_bytes less what its flows still miss, sum of (end - clock), with no flow to look up.
-    double joined_bytes = 0;
-    double ends_sum = 0;
-    Time_ps busy_ps = 0;
-    Time_ps busy_since_ps = 0;
+    EndHeap ends;               ///< min-heap on (at_bytes, order)
     EventQueue::Handle event = 0;  ///< its next end
-    bool dirty = false;            ///< joined during arrive(); its event is moved once, at the end
+    double joined_bytes = 0;    ///< bytes of every flow that ever joined
+    std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for End::order
+    bool dirty = false;         ///< joined during arrive(); its event is moved once, at the end
+  };
+  static_assert(sizeof(Link) == 64, "a link is one cache line");
+  /// When a link was busy (carried a flow), touched only as it turns busy or idle.
+  struct LinkBusy {
+    Time_ps busy_ps = 0;
+    Time_ps since_ps = 0;
   };
   struct Flow {
     DoneCallback on_done;
@@ -130,6 +152,7 @@ class PerLinkSharing {
 
   EventQueue& queue_;
   std::vector<Link> links_;
+  std::vector<LinkBusy> busy_;  ///< parallel to links_
   std::vector<Flow> flows_;
   /// Per slot, apart from flows_ so that a link's ends touch 4 bytes a flow: the links (and the
   /// cap) that have not carried all of the flow's bytes yet.
