@@ -112,6 +112,13 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
       add(from, to, f.bytes, f.sources.data(), origins, false, &f.sources, node);
     }
   }
+  if (payload.to_sources) {
+    // A combine's node sums each wait for at most the other GPUs of their node: room for that at once.
+    std::size_t sums = 0;
+    for (int r = 0; r < n; ++r)
+      for (int m = 0; m < topology.num_nodes(); ++m) sums += payload.node_bytes[r][m] > 0 ? 1 : 0;
+    specs.waits.reserve(specs.waits.size() + sums * static_cast<std::size_t>(per_node - 1));
+  }
   std::vector<int> origins;
   for (int r = 0; r < n; ++r) {
     for (int m = 0; m < topology.num_nodes(); ++m) {
