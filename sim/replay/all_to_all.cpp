@@ -6,7 +6,7 @@
 
 namespace epsim {
 
-AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, ExchangePayload payload,
+AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, const ExchangePayload& payload,
                      std::function<void(int)> rank_done, CommKernel kernel)
     : context_(context), name_(std::move(name)), pass_(pass), rank_done_(std::move(rank_done)), kernel_(kernel) {
   const int n = context_.num_gpus();

@@ -48,8 +48,8 @@ struct ExchangePayload {
 
 class AllToAllV {
  public:
-  /// `rank_done(r)` runs when rank r's part ends.
-  AllToAllV(SimContext& context, std::string name, Pass pass, ExchangePayload payload,
+  /// `rank_done(r)` runs when rank r's part ends. The payload is read here and not kept.
+  AllToAllV(SimContext& context, std::string name, Pass pass, const ExchangePayload& payload,
             std::function<void(int rank)> rank_done, CommKernel kernel = {});
 
   /// Launches rank `rank`'s kernel now: it takes its SMs and sends its messages.

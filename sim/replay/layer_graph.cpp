@@ -135,10 +135,17 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
 
 std::vector<std::vector<double>> ep_transfer_bytes(const Plan& plan, int num_gpus, PassKind pass,
                                                    TransferStart start) {
-  std::vector<std::vector<double>> bytes(num_gpus, std::vector<double>(num_gpus, 0.0));
-  for (const Transfer& t : plan.transfers)
-    if (t.pass == pass && t.start == start && t.carrier == Carrier::ep_backend && t.bytes > 0 && t.src_gpu != t.dst_gpu)
-      bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+  const auto moves = [&](const Transfer& t) {
+    return t.pass == pass && t.start == start && t.carrier == Carrier::ep_backend && t.bytes > 0 && t.src_gpu != t.dst_gpu;
+  };
+  // Most plans move no weights at some (or every) start: no n x n matrix for them, which at wide EP
+  // would be megabytes of fresh pages for each pass.
+  std::vector<std::vector<double>> bytes;
+  for (const Transfer& t : plan.transfers) {
+    if (!moves(t)) continue;
+    if (bytes.empty()) bytes.assign(num_gpus, std::vector<double>(num_gpus, 0.0));
+    bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+  }
   return bytes;
 }
 

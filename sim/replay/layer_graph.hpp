@@ -67,7 +67,7 @@ struct LayerGraph {
 LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int stages);
 
 /// Bytes of `plan`'s EP-backend transfers of `pass` that leave at `start`, [src][dst] (a GPU's
-/// transfers to itself move nothing).
+/// transfers to itself move nothing); empty when there are none.
 std::vector<std::vector<double>> ep_transfer_bytes(const Plan& plan, int num_gpus, PassKind pass, TransferStart start);
 
 }  // namespace epsim

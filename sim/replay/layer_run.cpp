@@ -42,10 +42,11 @@ double LayerRun::leg_bytes(const CeLeg& leg, TokenPhase phase) const {
   return leg.tokens * ctx_.token_bytes(phase);
 }
 
-ExchangePayload LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) const {
-  ExchangePayload payload;
+const ExchangePayload& LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) {
+  ExchangePayload& payload = stage_payload_;
   payload.to_sources = reverse;
-  payload.gpu_bytes.assign(n_, std::vector<double>(n_, 0.0));
+  payload.gpu_bytes.resize(static_cast<std::size_t>(n_));
+  for (std::vector<double>& row : payload.gpu_bytes) row.assign(static_cast<std::size_t>(n_), 0.0);
   // Each stage reads only its own legs, so that many stages do not multiply the work.
   for (const LegTokens& leg : fanout_.gpu_legs(stage)) {
     const double b = leg.tokens * bytes_per_token;
@@ -53,7 +54,8 @@ ExchangePayload LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_
     else payload.gpu_bytes[leg.src][leg.dst] += b;
   }
   if (fanout_.copies() == TokenCopies::per_node) {
-    payload.node_bytes.assign(n_, std::vector<double>(ctx_.topology().num_nodes(), 0.0));
+    payload.node_bytes.resize(static_cast<std::size_t>(n_));
+    for (std::vector<double>& row : payload.node_bytes) row.assign(static_cast<std::size_t>(ctx_.topology().num_nodes()), 0.0);
     for (const LegTokens& leg : fanout_.node_legs(stage)) payload.node_bytes[leg.src][leg.dst] += leg.tokens * bytes_per_token;
   }
   return payload;
@@ -65,14 +67,14 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   const bool fwd = which == Pass::forward;
   // Token exchanges run with their phase's kernel; weights and gradients on the EP backend's kernel
   // with no fixed cost of their own.
-  auto add = [&](OpKind kind, int stage, const std::string& name, ExchangePayload bytes,
+  auto add = [&](OpKind kind, int stage, const std::string& name, const ExchangePayload& bytes,
                  CommKernel kernel) {
     const std::size_t index = p.ops.size();
     CommOp op;
     op.kind = kind;
     op.stage = stage;
     op.collective = std::make_unique<AllToAllV>(
-        ctx_, name, which, std::move(bytes), [this, which, index](int g) { comm_part_done(which, g, index); }, kernel);
+        ctx_, name, which, bytes, [this, which, index](int g) { comm_part_done(which, g, index); }, kernel);
     if (kind == OpKind::weights || kind == OpKind::weights_sync) {
       result_.weight_bytes += op.collective->total_bytes();
     } else if (kind == OpKind::gradients) {
@@ -94,7 +96,7 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   // backward): the dispatch waits for them.
   auto synced =
       ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::before_dispatch);
-  if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", std::move(synced), CommKernel{});
+  if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", synced, CommKernel{});
   for (int k = 0; k < stages_; ++k)
     add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k),
         stage_bytes(k, false, ctx_.token_bytes(to_experts)), ctx_.comm_kernel(to_experts));
@@ -298,7 +300,7 @@ void LayerRun::start_prefetch() {
   // Its own kernel on every GPU, beside the dispatch's: each GPU's part must end before the pass does.
   prefetch_in_.assign(n_, false);
   fwd_.open += n_;
-  prefetch_ = std::make_unique<AllToAllV>(ctx_, "weights prefetch", Pass::forward, std::move(bytes), [this](int g) {
+  prefetch_ = std::make_unique<AllToAllV>(ctx_, "weights prefetch", Pass::forward, bytes, [this](int g) {
     prefetch_in_[g] = true;
     pump_forward_compute(g);
     close(Pass::forward);

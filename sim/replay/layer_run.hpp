@@ -87,7 +87,8 @@ class LayerRun {
 
   void init_nodes();
   /// Payload of exchange stage `stage`, `bytes_per_token` per token copy; reverse: back to the sources.
-  ExchangePayload stage_bytes(int stage, bool reverse, double bytes_per_token) const;
+  /// Written into stage_payload_, valid until the next call.
+  const ExchangePayload& stage_bytes(int stage, bool reverse, double bytes_per_token);
   /// Bytes of a Copy Engine leg in `phase`.
   double leg_bytes(const CeLeg& leg, TokenPhase phase) const;
   void add_comm_ops(PassState& pass, Pass which);
@@ -152,6 +153,10 @@ class LayerRun {
   std::vector<bool> reduce_again_;                       ///< per GPU: a part ended inside pump_reduce's start()
 
   PassState fwd_, bwd_;
+  /// One exchange's dense payload, refilled for each: an AllToAllV reads it only while it is built,
+  /// and at wide EP a fresh n x n matrix for each of the layer's exchanges was tens of MB of pages
+  /// for the kernel to clear.
+  ExchangePayload stage_payload_;
   Time_ps forward_end_ps_ = 0;
   Time_ps backward_start_ps_ = 0;
   Time_ps backward_end_ps_ = 0;

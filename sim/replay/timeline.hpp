@@ -1,6 +1,7 @@
 // What the engine did, task by task: the raw material of every metric and of the Perfetto trace.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,7 @@
 namespace epsim {
 
 /// The resource a task occupied. One track per GPU resource in the Perfetto trace.
-enum class Track {
+enum class Track : std::uint8_t {
   compute,      ///< the compute stream (grouped GEMMs, planner kernels)
   comm_kernel,  ///< EP backend kernels holding SMs (dispatch, combine)
   copy_engine,  ///< the P2P Copy Engine
@@ -21,8 +22,10 @@ enum class Track {
 const char* to_string(Track track);
 
 /// Which pass of the layer a task belongs to.
-enum class Pass { forward, backward };
+enum class Pass : std::uint8_t { forward, backward };
 
+/// 64 bytes (a one-byte track and pass): a wide layer records hundreds of thousands of these, all in
+/// fresh memory that the kernel clears page by page.
 struct TimelineEvent {
   int gpu = 0;
   Track track = Track::compute;
@@ -32,6 +35,7 @@ struct TimelineEvent {
   Time_ps end_ps = 0;
   double bytes = 0;  ///< payload bytes for transfers, 0 for kernels
 };
+static_assert(sizeof(TimelineEvent) <= 64, "a timeline event fits a cache line");
 
 struct Timeline {
   std::vector<TimelineEvent> events;

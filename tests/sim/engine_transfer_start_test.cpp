@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "sim/replay/layer_graph.hpp"
 #include "sim/replay/simulate_layer.hpp"
 #include "tests/sim/simple_cluster.hpp"
 
@@ -116,4 +117,19 @@ TEST_CASE("a backward transfer that does not leave after the weight-gradient GEM
     REQUIRE(defect.has_value());
     CHECK(defect->place == "transfers[1].start");
   }
+}
+
+TEST_CASE("ep_transfer_bytes sums a start's EP-backend transfers per (src, dst), and is empty when there are none") {
+  Plan plan = replica_plan(weights_to_gpu1(1e6, Carrier::ep_backend, TransferStart::before_dispatch), {{1, {1}}, {1, {2}}});
+  plan.transfers.push_back(weights_to_gpu1(5e5, Carrier::ep_backend, TransferStart::before_dispatch));
+  plan.transfers.push_back(weights_to_gpu1(7e5, Carrier::copy_engine, TransferStart::before_dispatch));
+  plan.transfers.push_back(weights_to_gpu1(9e5, Carrier::ep_backend, TransferStart::after_dispatch));
+  const auto before = ep_transfer_bytes(plan, 2, PassKind::forward, TransferStart::before_dispatch);
+  REQUIRE(before.size() == 2);
+  CHECK(before[0][1] == 1.5e6);  // both EP transfers 0 -> 1; the Copy Engine one is not the backend's
+  CHECK(before[1][0] == 0);
+  CHECK(ep_transfer_bytes(plan, 2, PassKind::forward, TransferStart::after_dispatch)[0][1] == 9e5);
+  // Nothing leaves at the prefetch or in the backward: no matrix at all.
+  CHECK(ep_transfer_bytes(plan, 2, PassKind::forward, TransferStart::prefetch).empty());
+  CHECK(ep_transfer_bytes(plan, 2, PassKind::backward, TransferStart::before_dispatch).empty());
 }
