@@ -37,10 +37,10 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
   const bool by_node = !payload.node_bytes.empty();
   const int per_node = topology.gpus_per_node();
   // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
-  // their origin here (a forwarding hop carries bytes already counted on their RDMA hop). `streams`:
-  // the sources of a forwarding hop's traffic with `node`.
+  // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
+  // `streams_end`: where a forwarding hop's sources end in specs.streams (-1: no sources of its own).
   auto add = [&](int from, int to, double bytes, const int* origins, std::size_t origin_count, bool first,
-                 const std::vector<int>* streams = nullptr, int node = -1, int rdma_source = -1) {
+                 int streams_end = -1, int node = -1, int rdma_source = -1) {
     Hop hop;
     hop.from = from;
     hop.to = to;
@@ -51,8 +51,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
     if (hop.by_copy_engine) specs.waits.push_back(from);
     specs.wait_offsets.push_back(static_cast<int>(specs.waits.size()));
     specs.after_ready.push_back(hop.by_copy_engine ? -1 : from);
-    if (streams != nullptr) specs.streams.insert(specs.streams.end(), streams->begin(), streams->end());
-    specs.stream_offsets.push_back(static_cast<int>(specs.streams.size()));
+    specs.stream_offsets.push_back(streams_end >= 0 ? streams_end : static_cast<int>(specs.streams.size()));
     specs.node.push_back(node);
     specs.rdma_source.push_back(rdma_source);
     if (first) {
@@ -62,54 +61,90 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
     if (!same_node) internode_bytes_ += bytes;
     hops_.push_back(hop);
   };
-  // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves,
-  // kept per (from, to's local index): a flat table read in (from, to) order, since a wide
-  // exchange looks one up for each of its n^2 pairs.
-  struct Forward {
-    double bytes = 0;
-    std::vector<int> sources;
-  };
-  std::vector<Forward> forwards(by_node ? static_cast<std::size_t>(n) * per_node : 0);
-  const auto forward = [&](int from, int to) -> Forward& {
-    return forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(to % per_node)];
-  };
   const std::size_t expected =
       static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64));
   hops_.reserve(expected);
   for (std::vector<int>* column : {&specs.after_ready, &specs.node, &specs.rdma_source}) column->reserve(expected);
   specs.wait_offsets.reserve(expected + 1);
   specs.stream_offsets.reserve(expected + 1);
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      const double bytes = payload.gpu_bytes[a][b];
-      if (a == b || bytes <= 0) continue;
-      const int source = payload.to_sources ? b : a;  // the rank whose tokens these are
-      const int expert_gpu = payload.to_sources ? a : b;
-      const int peer = by_node ? topology.forwarding_gpu(source, expert_gpu) : -1;
-      if (peer < 0) {
-        add(a, b, bytes, nullptr, 0, true);  // one message of its own (a partial last node may lack the peer)
-      } else if (peer != expert_gpu) {
-        Forward& f = payload.to_sources ? forward(expert_gpu, peer) : forward(peer, expert_gpu);
-        f.bytes += bytes;
-        f.sources.push_back(source);
+  if (!by_node) {
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b && payload.gpu_bytes[a][b] > 0) add(a, b, payload.gpu_bytes[a][b], nullptr, 0, true);
+    return;
+  }
+  // NVLink legs inside the expert GPU's node, one per (peer, expert GPU) for all the sources it serves:
+  // forward f = from * per_node + local index of to. Their sources are one flat list, forward by
+  // forward in that order (which is the forwarding hops' order), each forward's in pair order.
+  const std::size_t forwards = static_cast<std::size_t>(n) * static_cast<std::size_t>(per_node);
+  std::vector<double> forward_bytes(forwards, 0.0);
+  std::vector<int> forward_offsets(forwards + 1, 0);
+  // Every pair (a, b) in order, row by row and a row node by node: a pair's forwarding GPU depends
+  // only on the source and the expert GPU's node, so it is found once per (row, node) rather than
+  // for each of the n^2 pairs. own(a, b, bytes): a pair that travels on its own; forwarded(f, source,
+  // bytes): a pair in forward f. A pair whose forwarding GPU is its expert GPU rides the RDMA hop alone.
+  const int nodes = topology.num_nodes();
+  const auto walk = [&](auto&& own, auto&& forwarded) {
+    for (int a = 0; a < n; ++a) {
+      const double* row = payload.gpu_bytes[a].data();
+      const int a_node = a / per_node;
+      for (int m = 0; m < nodes; ++m) {
+        const int node_begin = m * per_node;
+        const int node_end = std::min(n, node_begin + per_node);
+        if (m == a_node) {  // inside the node: no forwarding
+          for (int b = node_begin; b < node_end; ++b)
+            if (b != a && row[b] > 0) own(a, b, row[b]);
+          continue;
+        }
+        if (!payload.to_sources) {
+          // Dispatch: a is the source, b the expert GPU; the peer is a's rail peer in node m.
+          const int peer = topology.forwarding_gpu(a, node_begin);
+          for (int b = node_begin; b < node_end; ++b) {
+            if (row[b] <= 0) continue;
+            if (peer < 0) own(a, b, row[b]);  // a partial last node may lack the peer
+            else if (peer != b) forwarded(static_cast<std::size_t>(peer) * per_node + static_cast<std::size_t>(b % per_node), a, row[b]);
+          }
+        } else {
+          // Combine: a is the expert GPU, b the source; the peer is b's rail peer in a's node, which
+          // has b's local index, so a's forward to it is a's forward for that index.
+          for (int b = node_begin; b < node_end; ++b) {
+            if (row[b] <= 0) continue;
+            const int peer = topology.forwarding_gpu(b, a);
+            if (peer < 0) own(a, b, row[b]);  // as in a dispatch, the pair goes on its own
+            else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(peer % per_node), b, row[b]);
+          }
+        }
       }
     }
+  };
+  // Two walks: the first adds the pairs that travel alone and counts and sums each forward's pairs,
+  // the second lists their sources in place (a list per forward grown one source at a time was
+  // thousands of small blocks, each copied as it grew).
+  walk([&](int a, int b, double bytes) { add(a, b, bytes, nullptr, 0, true); },
+       [&](std::size_t f, int, double bytes) {
+         forward_bytes[f] += bytes;
+         ++forward_offsets[f + 1];
+       });
+  for (std::size_t f = 0; f < forwards; ++f) forward_offsets[f + 1] += forward_offsets[f];
+  specs.streams.resize(static_cast<std::size_t>(forward_offsets[forwards]));
+  {
+    std::vector<int> fill(forward_offsets.begin(), forward_offsets.end() - 1);
+    walk([](int, int, double) {},
+         [&](std::size_t f, int source, double) { specs.streams[static_cast<std::size_t>(fill[f]++)] = source; });
   }
-  if (!by_node) return;
   // Every forwarded pair is one source in a forwarding hop's streams (and, in a dispatch, its waits).
-  std::size_t forwarded = 0;
-  for (const Forward& f : forwards) forwarded += f.sources.size();
-  specs.streams.reserve(forwarded);
-  specs.waits.reserve(specs.waits.size() + (payload.to_sources ? 0 : forwarded));
+  specs.waits.reserve(specs.waits.size() + (payload.to_sources ? 0 : specs.streams.size()));
   for (int from = 0; from < n; ++from) {
     const int node = from / per_node;
     for (int local = 0; local < per_node; ++local) {
-      const Forward& f = forwards[static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(local)];
-      if (f.sources.empty()) continue;
+      const std::size_t f = static_cast<std::size_t>(from) * per_node + static_cast<std::size_t>(local);
+      const int begin = forward_offsets[f];
+      const int end = forward_offsets[f + 1];
+      if (begin == end) continue;
       const int to = node * per_node + local;
       // A dispatch's forward waits for its sources to start; a combine's leaves the expert GPU's own outputs.
-      const std::size_t origins = payload.to_sources ? 0 : f.sources.size();
-      add(from, to, f.bytes, f.sources.data(), origins, false, &f.sources, node);
+      const std::size_t origins = payload.to_sources ? 0 : static_cast<std::size_t>(end - begin);
+      add(from, to, forward_bytes[f], specs.streams.data() + begin, origins, false, end, node);
     }
   }
   if (payload.to_sources) {
@@ -127,14 +162,14 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
       const int peer = topology.forwarding_gpu(r, m * per_node);
       if (peer < 0) continue;  // those pairs travelled on their own above
       if (!payload.to_sources) {
-        add(r, peer, bytes, nullptr, 0, true, nullptr, m, r);
+        add(r, peer, bytes, nullptr, 0, true, -1, m, r);
         continue;
       }
       // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
       origins.clear();
       for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
         if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
-      add(peer, r, bytes, origins.data(), origins.size(), true, nullptr, m, r);
+      add(peer, r, bytes, origins.data(), origins.size(), true, -1, m, r);
     }
   }
 }

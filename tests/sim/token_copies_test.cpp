@@ -3,6 +3,8 @@
 // round-number cluster of simple_cluster.hpp (IB 25 GB/s and 3 us, NVLink 100 GB/s and 1 us).
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "sim/balancers/static_ep.hpp"
 #include "sim/replay/simulate_layer.hpp"
 #include "tests/sim/simple_cluster.hpp"
@@ -66,4 +68,41 @@ TEST_CASE("per_node: one RDMA message to the rail peer, which forwards B over NV
   CHECK(kernel3->end_ps == 3 * us + 80'000);
   // No message goes from GPU 0 to GPU 3 directly.
   CHECK(find_event(r.timeline, 0, Track::nic_out, "dispatch 0->3") == nullptr);
+}
+
+TEST_CASE("per_node on a partial last node: a pair whose rail peer is missing travels on its own") {
+  // GPUs 0 and 1 in node 0, GPU 2 alone in node 1 (local index 0). Rank 0's token goes to expert 2 on
+  // GPU 2, its own rail peer there: one RDMA message 0 -> 2. Rank 1's rail peer in node 1 would be
+  // local index 1, which node 1 lacks: its token crosses IB on its own, 1 -> 2, and comes back 2 -> 1.
+  HardwareSpec hw = test::simple_hardware(2, 2);
+  hw.ep_backend.internode_route = "rail_forward";
+  hw.ep_backend.token_copies = TokenCopies::per_node;
+  const ModelSpec model = test::simple_model(3, 1);
+  TraceRecord record = test::record_of({{0, 0, 1}, {0, 0, 1}, {0, 0, 0}});
+  record.token_src_rank = {0, 1};
+  record.token_experts = {2, 2};
+  BalancerContext context = test::context_for(model, hw);
+  context.num_gpus = 3;
+  const Plan plan = StaticEp().plan(record, context);
+  const LayerResult r = simulate_layer(hw, model, plan, {1, 1, 0}, false, &record);
+  // 1000 bytes a message at 0.025 B/ps after IB's 3 us. The dispatch's two messages share GPU 2's NIC
+  // (80 ns each). Back, 2 -> 0 is GPU 0's node sum; 2 -> 1 travels alone, but on rail_forward's route
+  // for it: IB into GPU 2's rail peer in node 0 (GPU 0), then NVLink on, 1 us more.
+  const struct {
+    int gpu;
+    const char* name;
+    Time_ps took_ps;
+  } expected[] = {{0, "dispatch 0->2", 3 * us + 80'000},
+                  {1, "dispatch 1->2", 3 * us + 80'000},
+                  {2, "combine 2->0", 3 * us + 40'000},
+                  {2, "combine 2->1", 4 * us + 40'000}};
+  for (const auto& x : expected) {
+    CAPTURE(std::string(x.name));
+    const TimelineEvent* e = find_event(r.timeline, x.gpu, Track::nic_out, x.name);
+    REQUIRE(e != nullptr);
+    CHECK(e->bytes == doctest::Approx(1000));
+    CHECK(e->end_ps - e->start_ps == x.took_ps);
+  }
+  CHECK(r.ep_token_bytes == doctest::Approx(4000));
+  CHECK(r.internode_token_bytes == doctest::Approx(4000));
 }
