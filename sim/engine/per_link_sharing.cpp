@@ -40,23 +40,6 @@ void PerLinkSharing::add_link(double capacity_GBps) {
   busy_.emplace_back();
 }
 
-void PerLinkSharing::EndHeap::push(const End& e) {
-  if (size_ == capacity_) {
-    const std::uint32_t grown = capacity_ == 0 ? 8 : 2 * capacity_;
-    std::unique_ptr<End[]> data(new End[grown]);
-    std::copy(data_.get(), data_.get() + size_, data.get());
-    data_ = std::move(data);
-    capacity_ = grown;
-  }
-  data_[size_++] = e;
-  std::push_heap(data_.get(), data_.get() + size_, Later{});
-}
-
-PerLinkSharing::End PerLinkSharing::EndHeap::pop() {
-  std::pop_heap(data_.get(), data_.get() + size_, Later{});
-  return data_[--size_];
-}
-
 std::int32_t PerLinkSharing::take_slot() {
   if (!free_slots_.empty()) {
     const std::int32_t slot = free_slots_.back();
@@ -174,7 +157,7 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
     Link& l = links_[static_cast<std::size_t>(id)];
     advance(l);
     if (l.ends.empty()) busy_[static_cast<std::size_t>(id)].since_ps = now;
-    l.ends.push(End{l.clock_bytes + f.bytes, l.joined++, slot});
+    l.ends.push(LinkEnd{l.clock_bytes + f.bytes, l.joined++, slot});
     l.joined_bytes += f.bytes;
     ++bounds_left;
     if (!arriving_) {
@@ -248,7 +231,7 @@ double PerLinkSharing::flow_rate_GBps(FlowId id) const {
     // A link still carries the flow while its end is in the link's heap (a scan: this is for
     // inspection, not for the simulation).
     const Link& l = links_[static_cast<std::size_t>(hop_pool_[f->hop_begin + h])];
-    const auto on_link = [slot](const End& e) { return e.slot == slot; };
+    const auto on_link = [slot](const LinkEnd& e) { return e.slot == slot; };
     if (std::any_of(l.ends.begin(), l.ends.end(), on_link))
       rate = std::min(rate, l.capacity / static_cast<double>(l.ends.size()));
   }
@@ -264,7 +247,7 @@ double PerLinkSharing::link_bytes(int link) const {
   const double clock =
       l.clock_bytes + l.capacity * static_cast<double>(queue_.now_ps() - l.clock_at_ps) / n;
   double missing = 0;
-  for (const End& e : l.ends) missing += e.at_bytes - clock;
+  for (const LinkEnd& e : l.ends) missing += e.at_bytes - clock;
   return l.joined_bytes - missing;
 }
 

@@ -25,11 +25,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <vector>
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/link_end_heap.hpp"
 
 namespace epsim {
 
@@ -61,39 +61,6 @@ class PerLinkSharing {
   Time_ps link_busy_ps(int link) const;
 
  private:
-  /// A flow's end on one link's clock; ties end in the order the flows joined the link. 16 bytes, so
-  /// that four fit a cache line: a wide layer's heaps are walked in event order, nearly at random.
-  struct End {
-    double at_bytes;  ///< the link's virtual clock when the flow has received all its bytes
-    std::uint32_t order;  ///< join count, wrapping: compared as a difference (serial numbers)
-    std::int32_t slot;
-  };
-  /// std::push_heap and pop_heap build a max-heap: this order puts the earliest end on top. The
-  /// flows on one link at once are far fewer than 2^31, so the join order of any two of them is the
-  /// sign of the wrapped difference, even after the count wraps.
-  struct Later {
-    bool operator()(const End& a, const End& b) const {
-      return a.at_bytes > b.at_bytes ||
-             (a.at_bytes == b.at_bytes && static_cast<std::int32_t>(a.order - b.order) > 0);
-    }
-  };
-  /// A link's flows' ends, a min-heap in a block of its own: 16 bytes in the link rather than a
-  /// vector's 24, which lets a link fit one cache line.
-  class EndHeap {
-   public:
-    bool empty() const { return size_ == 0; }
-    std::size_t size() const { return size_; }
-    const End& front() const { return data_[0]; }
-    const End* begin() const { return data_.get(); }
-    const End* end() const { return data_.get() + size_; }
-    void push(const End& e);
-    End pop();
-
-   private:
-    std::unique_ptr<End[]> data_;
-    std::uint32_t size_ = 0;
-    std::uint32_t capacity_ = 0;
-  };
   /// What link_event and enter_transfer touch, in one cache line: a wide layer's links are visited
   /// in event order, nearly at random. What only inspection reads sits apart (LinkBusy), and the
   /// bytes a link's flows still miss are summed over its heap when asked.
@@ -101,10 +68,10 @@ class PerLinkSharing {
     double capacity = 0;        ///< bytes per ps
     double clock_bytes = 0;     ///< virtual clock: bytes each of its flows received, as of clock_at_ps
     Time_ps clock_at_ps = 0;
-    EndHeap ends;               ///< min-heap on (at_bytes, order)
+    LinkEndHeap ends;           ///< its flows' ends, earliest on top
     EventQueue::Handle event = 0;  ///< its next end
     double joined_bytes = 0;    ///< bytes of every flow that ever joined
-    std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for End::order
+    std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for LinkEnd::order
     bool dirty = false;         ///< joined during arrive(); its event is moved once, at the end
   };
   static_assert(sizeof(Link) == 64, "a link is one cache line");
