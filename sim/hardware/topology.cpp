@@ -7,6 +7,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
+#include <boost/range/iterator_range.hpp>
 
 namespace epsim {
 
@@ -106,20 +107,38 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
     }
   }
 
-  // One BFS per source GPU and fabric; the trees answer every later route query.
-  const auto trees = [&](Fabric kind, std::vector<std::int32_t>& pred) {
+  // One BFS per hub of each fabric (FabricRoutes); the trees answer every later route query.
+  const auto trees = [&](Fabric kind, FabricRoutes& routes) {
     using Filter = FabricOnly<Fabric, Edge>;
     const boost::filtered_graph<Graph, Filter> view(graph, Filter{&graph, &edges_, kind});
-    pred.assign(static_cast<std::size_t>(num_gpus_) * static_cast<std::size_t>(num_vertices_), -1);
+    routes.port_edge.assign(static_cast<std::size_t>(num_gpus_), -1);
+    routes.hub_tree.assign(static_cast<std::size_t>(num_gpus_), -1);
+    std::vector<int> hubs;                                                // vertex of each tree
+    std::vector<std::int32_t> tree_of(static_cast<std::size_t>(num_vertices_), -1);  // per vertex
+    for (int g = 0; g < num_gpus_; ++g) {
+      for (const auto e : boost::make_iterator_range(boost::out_edges(static_cast<std::size_t>(g), view))) {
+        if (routes.port_edge[static_cast<std::size_t>(g)] >= 0)
+          throw std::logic_error("Topology: GPU " + std::to_string(g) + " has two ports into one fabric");
+        routes.port_edge[static_cast<std::size_t>(g)] = graph[e].edge;
+        const int hub = static_cast<int>(boost::target(e, view));
+        std::int32_t& tree = tree_of[static_cast<std::size_t>(hub)];
+        if (tree < 0) {
+          tree = static_cast<std::int32_t>(hubs.size());
+          hubs.push_back(hub);
+        }
+        routes.hub_tree[static_cast<std::size_t>(g)] = tree;
+      }
+    }
+    routes.pred.assign(hubs.size() * static_cast<std::size_t>(num_vertices_), -1);
     RecordTreeEdges visitor;
     visitor.graph = &graph;
-    for (int src = 0; src < num_gpus_; ++src) {
-      visitor.pred = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
-      boost::breadth_first_search(view, static_cast<std::size_t>(src), boost::visitor(visitor));
+    for (std::size_t tree = 0; tree < hubs.size(); ++tree) {
+      visitor.pred = routes.pred.data() + tree * static_cast<std::size_t>(num_vertices_);
+      boost::breadth_first_search(view, static_cast<std::size_t>(hubs[tree]), boost::visitor(visitor));
     }
   };
-  trees(Fabric::kNvlink, nvlink_pred_);
-  trees(Fabric::kInfiniband, ib_pred_);
+  trees(Fabric::kNvlink, nvlink_routes_);
+  trees(Fabric::kInfiniband, ib_routes_);
 }
 
 int Topology::num_gpus() const { return num_gpus_; }
@@ -154,15 +173,25 @@ LinkId Topology::ep_sms_in(int gpu) const {
   return ep_sms_in_[static_cast<std::size_t>(gpu)];
 }
 
-void Topology::tree_route(const std::vector<std::int32_t>& pred, int src, int dst, std::vector<LinkId>& route) const {
-  const std::int32_t* row = pred.data() + static_cast<std::size_t>(src) * static_cast<std::size_t>(num_vertices_);
+void Topology::tree_route(const FabricRoutes& fabric, int src, int dst, std::vector<LinkId>& route) const {
+  const std::int32_t port = fabric.port_edge[static_cast<std::size_t>(src)];
+  const auto no_route = [&] {
+    return std::logic_error("Topology: no route from GPU " + std::to_string(src) + " to vertex " + std::to_string(dst));
+  };
+  if (port < 0) throw no_route();
+  const std::size_t tree = static_cast<std::size_t>(fabric.hub_tree[static_cast<std::size_t>(src)]);
+  const std::int32_t* row = fabric.pred.data() + tree * static_cast<std::size_t>(num_vertices_);
+  route.push_back(edges_[static_cast<std::size_t>(port)].link);
   const std::size_t first = route.size();
-  for (int v = dst; v != src;) {
+  // Up the hub's tree from dst to the hub, the tree's root and its only reached vertex without an
+  // edge into it: a dst the tree did not reach has none either, and no route.
+  for (int v = dst;;) {
     const std::int32_t e = row[v];
-    if (e < 0) throw std::logic_error("Topology: no route from GPU " + std::to_string(src) + " to vertex " + std::to_string(dst));
+    if (e < 0) break;
     route.push_back(edges_[static_cast<std::size_t>(e)].link);
     v = edges_[static_cast<std::size_t>(e)].source_vertex;
   }
+  if (route.size() == first) throw no_route();
   std::reverse(route.begin() + static_cast<std::ptrdiff_t>(first), route.end());
 }
 
@@ -173,7 +202,7 @@ std::vector<LinkId> Topology::nvlink_route(int src, int dst) const {
     throw std::invalid_argument("Topology: nvlink_route needs two distinct GPUs of one node");
   }
   std::vector<LinkId> route;
-  tree_route(nvlink_pred_, src, dst, route);
+  tree_route(nvlink_routes_, src, dst, route);
   return route;
 }
 
@@ -190,14 +219,14 @@ void Topology::ep_route(int src, int dst, std::vector<LinkId>& route) const {
   if (src == dst) return;
   if (has_ep_sm_links()) route.push_back(ep_sms_out_[static_cast<std::size_t>(src)]);
   if (same_node(src, dst)) {
-    tree_route(nvlink_pred_, src, dst, route);
+    tree_route(nvlink_routes_, src, dst, route);
   } else {
     const int peer = rail_peer(src, dst);
     if (peer < 0) {
-      tree_route(ib_pred_, src, dst, route);
+      tree_route(ib_routes_, src, dst, route);
     } else {
-      tree_route(ib_pred_, src, peer, route);
-      if (peer != dst) tree_route(nvlink_pred_, peer, dst, route);
+      tree_route(ib_routes_, src, peer, route);
+      if (peer != dst) tree_route(nvlink_routes_, peer, dst, route);
     }
   }
   if (has_ep_sm_links()) route.push_back(ep_sms_in_[static_cast<std::size_t>(dst)]);

@@ -77,8 +77,6 @@ class Topology {
  private:
   // The boost::adjacency_list lives only inside the constructor: routes are read from BFS trees
   // computed there, so Boost stays out of this header and queries are O(route length).
-  // Memory: two predecessor arrays of (vertices) int32 per GPU, i.e. O(N^2) small ints (about
-  // 10 MB at 1024 GPUs, 40 KB at 64).
   enum class Fabric : std::uint8_t { kNvlink, kInfiniband, kPcie };
   struct Edge {
     int source_vertex;
@@ -92,9 +90,19 @@ class Topology {
   }
   [[noreturn]] static void no_gpu(int gpu);
   LinkId present(const std::vector<LinkId>& links, int gpu, const char* what) const;
-  /// Links along the BFS tree `pred` (one row per source GPU) from `src` to vertex `dst`.
-  /// Appends the links from `src` to vertex `dst` in the BFS tree `pred` to `route`.
-  void tree_route(const std::vector<std::int32_t>& pred, int src, int dst, std::vector<LinkId>& route) const;
+  /// One fabric's routes. Every GPU has one port into a fabric (its NVLink port to the node's
+  /// NVSwitch, its NIC into the IB fabric), so a shortest path from a GPU is its port and then a
+  /// shortest path from the port's far end, a hub: BFS runs from each hub rather than from each GPU.
+  /// At 1,024 GPUs that is 128 NVLink trees and one IB tree instead of 1,024 of each (the per-GPU
+  /// trees were 10 MB of tables, a twentieth of a wide layer's instructions to build).
+  struct FabricRoutes {
+    std::vector<std::int32_t> port_edge;  ///< per GPU: index in edges_ of its port, -1 for none
+    std::vector<std::int32_t> hub_tree;   ///< per GPU: the tree of its port's far end, -1 for none
+    /// [tree * num_vertices_ + v]: index in edges_ of the tree edge into v, -1 if unreachable.
+    std::vector<std::int32_t> pred;
+  };
+  /// Appends the links from GPU `src` to GPU `dst` (src != dst) on `fabric` to `route`.
+  void tree_route(const FabricRoutes& fabric, int src, int dst, std::vector<LinkId>& route) const;
   /// GPU that rail_forward forwards through for an inter-node pair, or -1 when the message goes
   /// direct (route "direct", or that GPU is not part of this topology).
   int rail_peer(int src, int dst) const {
@@ -115,8 +123,7 @@ class Topology {
   /// Per GPU when the EP kernels are SM-limited, empty otherwise.
   std::vector<LinkId> ep_sms_out_, ep_sms_in_;
   std::vector<Edge> edges_;
-  /// [src * num_vertices_ + v]: index in edges_ of the tree edge into v from src, -1 if unreachable.
-  std::vector<std::int32_t> nvlink_pred_, ib_pred_;
+  FabricRoutes nvlink_routes_, ib_routes_;
 };
 
 }  // namespace epsim

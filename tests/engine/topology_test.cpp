@@ -138,3 +138,31 @@ TEST_CASE("Topology: rail-forwarded flows share the forwarding GPU's NVLink port
   }
   CHECK(probed);
 }
+
+TEST_CASE("Topology: every pair's route follows the rail rule, from per-hub trees") {
+  // Three nodes of four, the last one partial (GPUs 8 and 9): each pair's route written out by the
+  // rule of the header, against what the BFS trees of the hubs (three NVSwitches and the IB fabric)
+  // give.
+  HardwareSpec hw = two_nodes("rail_forward");
+  hw.nodes = 3;
+  EventQueue q;
+  FlowNetwork net(q);
+  const Topology t(hw, 10, net);
+  for (int src = 0; src < 10; ++src) {
+    for (int dst = 0; dst < 10; ++dst) {
+      CAPTURE(src);
+      CAPTURE(dst);
+      std::vector<LinkId> expected;
+      if (src == dst) {
+      } else if (src / 4 == dst / 4) {
+        expected = {t.nvlink_out(src), t.nvlink_in(dst)};
+      } else {
+        const int peer = dst / 4 * 4 + src % 4;
+        if (peer >= 10) expected = {t.nic_out(src), t.nic_in(dst)};
+        else if (peer == dst) expected = {t.nic_out(src), t.nic_in(dst)};
+        else expected = {t.nic_out(src), t.nic_in(peer), t.nvlink_out(peer), t.nvlink_in(dst)};
+      }
+      CHECK(t.ep_route(src, dst) == expected);
+    }
+  }
+}
