@@ -202,12 +202,14 @@ void AllToAllV::index_waits(const HopSpecs& specs) {
 }
 
 void AllToAllV::link_streams(const HopSpecs& specs, bool to_sources) {
-  // (source, node) -> its RDMA hop, -1 for none: a flat table, since at wide EP there are
-  // sources x nodes of them and a tree of that many was a twentieth of a layer's time.
-  const std::size_t nodes = static_cast<std::size_t>(context_.topology().num_nodes());
+  // (node, source) -> its RDMA hop, -1 for none: a flat table, since at wide EP there are
+  // sources x nodes of them and a tree of that many was a twentieth of a layer's time. Node-major,
+  // because a forwarding hop looks up all its sources in its one node: one row of the table, which
+  // stays in the L1 cache (source-major, each lookup was a miss).
+  const std::size_t sources = ranks_.size();
   const std::size_t hops = hops_.size();
-  std::vector<int> rdma_of(ranks_.size() * nodes, -1);
-  const auto key = [nodes](int source, int node) { return static_cast<std::size_t>(source) * nodes + static_cast<std::size_t>(node); };
+  std::vector<int> rdma_of(sources * static_cast<std::size_t>(context_.topology().num_nodes()), -1);
+  const auto key = [sources](int source, int node) { return static_cast<std::size_t>(node) * sources + static_cast<std::size_t>(source); };
   for (std::size_t id = 0; id < hops; ++id)
     if (specs.rdma_source[id] >= 0) rdma_of[key(specs.rdma_source[id], specs.node[id])] = static_cast<int>(id);
   // Each (input, output) link in the order the streams list them, grouped by input keeping that
