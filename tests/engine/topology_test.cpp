@@ -152,17 +152,14 @@ TEST_CASE("Topology: every pair's route follows the rail rule, from per-hub tree
     for (int dst = 0; dst < 10; ++dst) {
       CAPTURE(src);
       CAPTURE(dst);
-      std::vector<LinkId> expected;
-      if (src == dst) {
-      } else if (src / 4 == dst / 4) {
-        expected = {t.nvlink_out(src), t.nvlink_in(dst)};
-      } else {
+      const auto expected = [&]() -> std::vector<LinkId> {
+        if (src == dst) return {};
+        if (src / 4 == dst / 4) return {t.nvlink_out(src), t.nvlink_in(dst)};
         const int peer = dst / 4 * 4 + src % 4;
-        if (peer >= 10) expected = {t.nic_out(src), t.nic_in(dst)};
-        else if (peer == dst) expected = {t.nic_out(src), t.nic_in(dst)};
-        else expected = {t.nic_out(src), t.nic_in(peer), t.nvlink_out(peer), t.nvlink_in(dst)};
-      }
-      CHECK(t.ep_route(src, dst) == expected);
+        if (peer >= 10 || peer == dst) return {t.nic_out(src), t.nic_in(dst)};  // direct, or the peer itself
+        return {t.nic_out(src), t.nic_in(peer), t.nvlink_out(peer), t.nvlink_in(dst)};
+      };
+      CHECK(t.ep_route(src, dst) == expected());
     }
   }
 }
