@@ -181,6 +181,13 @@ void PerLinkSharing::schedule_link(std::int32_t id) {
     l.event = 0;
     return;
   }
+  // The flow that ends next here is touched when its end comes (its bound count, and its record if
+  // this is its last link): requested now, the lines arrive while other events run. A wide layer's
+  // working set is far larger than the core's caches and its ends come in nearly random order, so
+  // without this each end waited for both lines (EP 512 layer 5 to 10% faster, interleaved runs).
+  const std::size_t next_slot = static_cast<std::size_t>(l.ends.front().slot);
+  __builtin_prefetch(&bounds_left_[next_slot], 1);
+  __builtin_prefetch(&flows_[next_slot], 1);
   const double left = l.ends.front().at_bytes - l.clock_bytes - kDoneBytes;
   Time_ps at = queue_.now_ps();
   if (left > 0) {
