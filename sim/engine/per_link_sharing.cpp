@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -28,7 +29,7 @@ PerLinkSharing::PerLinkSharing(EventQueue& queue) : queue_(queue) {}
 
 void PerLinkSharing::reserve_flows(std::size_t flows) {
   flows_.reserve(flows);
-  bounds_left_.reserve(flows);
+  paths_.reserve(flows);
   free_slots_.reserve(flows);
 }
 
@@ -47,7 +48,7 @@ std::int32_t PerLinkSharing::take_slot() {
     return slot;
   }
   flows_.emplace_back();
-  bounds_left_.push_back(0);
+  paths_.emplace_back();
   return static_cast<std::int32_t>(flows_.size() - 1);
 }
 
@@ -70,18 +71,21 @@ PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links,
   if (latency_ps > kMaxTime_ps - queue_.now_ps())
     throw TimeOverflow("a flow's latency of " + short_number(static_cast<double>(latency_ps) * 1e-12) +
                        " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  if (links.size() > std::numeric_limits<std::uint16_t>::max())
+    throw std::length_error("PerLinkSharing: a route of " + std::to_string(links.size()) + " links");
   const std::int32_t slot = take_slot();
   Flow& f = flows_[static_cast<std::size_t>(slot)];
-  if (links.size() > f.hop_capacity) {  // the old segment is abandoned; slots rarely grow
-    f.hop_begin = static_cast<std::uint32_t>(hop_pool_.size());
-    f.hop_capacity = static_cast<std::uint32_t>(links.size());
+  FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  if (links.size() > path.hop_capacity) {  // the old segment is abandoned; slots rarely grow
+    path.hop_begin = static_cast<std::uint32_t>(hop_pool_.size());
+    path.hop_capacity = static_cast<std::uint16_t>(links.size());
     hop_pool_.resize(hop_pool_.size() + links.size());
   }
-  std::copy(links.begin(), links.end(), hop_pool_.begin() + f.hop_begin);
-  f.hop_count = static_cast<std::uint16_t>(links.size());
+  std::copy(links.begin(), links.end(), hop_pool_.begin() + path.hop_begin);
+  path.hop_count = static_cast<std::uint16_t>(links.size());
+  path.bytes = bytes;
+  path.cap = std::isinf(rate_cap_GBps) ? std::numeric_limits<double>::infinity() : GBps_to_bytes_per_ps(rate_cap_GBps);
   f.on_done = std::move(on_done);
-  f.bytes = bytes;
-  f.cap = std::isinf(rate_cap_GBps) ? std::numeric_limits<double>::infinity() : GBps_to_bytes_per_ps(rate_cap_GBps);
   f.started_ps = queue_.now_ps();
   f.active = true;
   f.transferring = false;
@@ -143,22 +147,23 @@ void PerLinkSharing::advance(Link& link) {
 
 void PerLinkSharing::enter_transfer(std::int32_t slot) {
   Flow& f = flows_[static_cast<std::size_t>(slot)];
+  const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   f.transferring = true;
-  std::int32_t& bounds_left = bounds_left_[static_cast<std::size_t>(slot)];
+  std::int32_t& bounds_left = f.bounds_left;
   bounds_left = 0;
-  if (f.bytes <= kDoneBytes || (f.hop_count == 0 && std::isinf(f.cap))) {
+  if (path.bytes <= kDoneBytes || (path.hop_count == 0 && std::isinf(path.cap))) {
     bounds_left = 1;
     bound_met(slot);
     return;
   }
   const Time_ps now = queue_.now_ps();
-  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-    const std::int32_t id = hop_pool_[f.hop_begin + k];
+  for (std::uint32_t k = 0; k < path.hop_count; ++k) {
+    const std::int32_t id = hop_pool_[path.hop_begin + k];
     Link& l = links_[static_cast<std::size_t>(id)];
     advance(l);
     if (l.ends.empty()) busy_[static_cast<std::size_t>(id)].since_ps = now;
-    l.ends.push(LinkEnd{l.clock_bytes + f.bytes, l.joined++, slot});
-    l.joined_bytes += f.bytes;
+    l.ends.push(LinkEnd{l.clock_bytes + path.bytes, l.joined++, slot});
+    l.joined_bytes += path.bytes;
     ++bounds_left;
     if (!arriving_) {
       schedule_link(id);
@@ -167,9 +172,9 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
       dirty_.push_back(id);
     }
   }
-  if (!std::isinf(f.cap)) {
+  if (!std::isinf(path.cap)) {
     ++bounds_left;
-    queue_.schedule_in(checked_ceil_ps((f.bytes - kDoneBytes) / f.cap, "a flow's transfer time"),
+    queue_.schedule_in(checked_ceil_ps((path.bytes - kDoneBytes) / path.cap, "a flow's transfer time"),
                        [this, slot] { bound_met(slot); });
   }
 }
@@ -181,13 +186,11 @@ void PerLinkSharing::schedule_link(std::int32_t id) {
     l.event = 0;
     return;
   }
-  // The flow that ends next here is touched when its end comes (its bound count, and its record if
-  // this is its last link): requested now, the lines arrive while other events run. A wide layer's
+  // The flow that ends next here is touched when its end comes (its bound count, and its callback if
+  // this is its last link): requested now, the line arrives while other events run. A wide layer's
   // working set is far larger than the core's caches and its ends come in nearly random order, so
-  // without this each end waited for both lines (EP 512 layer 5 to 10% faster, interleaved runs).
-  const std::size_t next_slot = static_cast<std::size_t>(l.ends.front().slot);
-  __builtin_prefetch(&bounds_left_[next_slot], 1);
-  __builtin_prefetch(&flows_[next_slot], 1);
+  // without this each end waited for it (EP 512 layer 5 to 10% faster, interleaved runs).
+  __builtin_prefetch(&flows_[static_cast<std::size_t>(l.ends.front().slot)], 1);
   const double left = l.ends.front().at_bytes - l.clock_bytes - kDoneBytes;
   Time_ps at = queue_.now_ps();
   if (left > 0) {
@@ -216,8 +219,8 @@ void PerLinkSharing::link_event(std::int32_t id) {
 }
 
 void PerLinkSharing::bound_met(std::int32_t slot) {
-  if (--bounds_left_[static_cast<std::size_t>(slot)] > 0) return;
   Flow& f = flows_[static_cast<std::size_t>(slot)];
+  if (--f.bounds_left > 0) return;
   DoneCallback on_done = std::move(f.on_done);
   const Time_ps started_ps = f.started_ps;
   f.on_done = nullptr;
@@ -233,11 +236,12 @@ double PerLinkSharing::flow_rate_GBps(FlowId id) const {
   const Flow* f = find(id);
   if (f == nullptr || !f->transferring) return 0;
   const std::int32_t slot = static_cast<std::int32_t>(f - flows_.data());
-  double rate = f->cap;
-  for (std::uint32_t h = 0; h < f->hop_count; ++h) {
+  const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  double rate = path.cap;
+  for (std::uint32_t h = 0; h < path.hop_count; ++h) {
     // A link still carries the flow while its end is in the link's heap (a scan: this is for
     // inspection, not for the simulation).
-    const Link& l = links_[static_cast<std::size_t>(hop_pool_[f->hop_begin + h])];
+    const Link& l = links_[static_cast<std::size_t>(hop_pool_[path.hop_begin + h])];
     const auto on_link = [slot](const LinkEnd& e) { return e.slot == slot; };
     if (std::any_of(l.ends.begin(), l.ends.end(), on_link))
       rate = std::min(rate, l.capacity / static_cast<double>(l.ends.size()));
