@@ -142,7 +142,7 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
         const std::int64_t t = base + (((j - s % r) + r) % r < rem ? 1 : 0);
         if (t == 0) continue;
         const int inst = replicas[e][j];
-        plan.routes.push_back({s, inst, t, plan.instances[inst].gpu == s ? Carrier::none : Carrier::ep_backend});
+        plan.routes.push_back({s, inst, t, plan.instances[inst].gpu == s ? Carrier::none : Carrier::ep_backend, -1, 0});
       }
     }
   }

@@ -137,7 +137,7 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
     for (int e = 0; e < experts; ++e) {
       const std::int64_t c = keep[static_cast<std::size_t>(s) * experts + e];
       if (c == 0) continue;
-      plan.routes.push_back({s, e, c, home[e] == s ? Carrier::none : Carrier::ep_backend});
+      plan.routes.push_back({s, e, c, home[e] == s ? Carrier::none : Carrier::ep_backend, -1, 0});
     }
   }
   plan.routes.insert(plan.routes.end(), dynamic_routes.begin(), dynamic_routes.end());

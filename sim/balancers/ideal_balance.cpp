@@ -66,7 +66,7 @@ Plan IdealBalance::plan(const TraceRecord& record, const BalancerContext& contex
       while (need > 0) {
         while (left_at_s == 0) left_at_s = record.count(++s, e, experts);
         const std::int64_t take = std::min(need, left_at_s);
-        plan.routes.push_back({s, inst, take, s == piece.gpu ? Carrier::none : Carrier::ep_backend});
+        plan.routes.push_back({s, inst, take, s == piece.gpu ? Carrier::none : Carrier::ep_backend, -1, 0});
         need -= take;
         left_at_s -= take;
       }

@@ -449,6 +449,8 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
         route->instance = instance_of_[static_cast<std::size_t>(e) * n + g];
         route->tokens = share;
         route->carrier = g == s ? Carrier::none : Carrier::ep_backend;
+        route->via_gpu = -1;
+        route->stage = 0;
         ++route;
       }
     }

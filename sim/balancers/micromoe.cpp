@@ -208,7 +208,7 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       for (std::size_t r = 0; r < split.size(); ++r) {
         if (split[r] == 0) continue;
         const int g = gpus_of[e][r];
-        plan.routes.push_back({s, instance_of[e][r], split[r], g == s ? Carrier::none : Carrier::ep_backend});
+        plan.routes.push_back({s, instance_of[e][r], split[r], g == s ? Carrier::none : Carrier::ep_backend, -1, 0});
       }
     }
   }

@@ -25,7 +25,7 @@ Plan StaticEp::plan(const TraceRecord& record, const BalancerContext& context) {
       const std::uint32_t c = record.count(s, e, experts);
       if (c == 0) continue;
       const Carrier carrier = plan.instances[e].gpu == s ? Carrier::none : Carrier::ep_backend;
-      plan.routes.push_back({s, e, static_cast<std::int64_t>(c), carrier});
+      plan.routes.push_back({s, e, static_cast<std::int64_t>(c), carrier, -1, 0});
     }
   }
   return plan;

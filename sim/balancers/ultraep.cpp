@@ -265,8 +265,8 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
   share_left(x, left, tokens, frac, order);
 }
 
-/// Writes the route of `tokens` from `src` to `instance` on `gpu` over the default-constructed
-/// `route` (its via_gpu and stage stay as they are) and returns the next one.
+/// Writes the route of `tokens` from `src` to `instance` on `gpu` over `route`, a direct route (its
+/// via_gpu and stage stay as they are), and returns the next one.
 inline TokenRoute* write_route(TokenRoute* route, int src, int instance, std::int64_t tokens, int gpu) {
   route->src_rank = src;
   route->instance = instance;
@@ -570,12 +570,13 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // for the most there can be (a sending source reaches at most each instance of the expert), and
   // then copied into the plan at once: appending them one by one (a capacity check, a
   // default-constructed route and a size update each) cost more than the rest of plan(), and so did
-  // default-constructing the plan's routes before writing them. routes_ never has its via_gpu and
-  // stage changed from their defaults, and every other field of a route used is written here.
+  // default-constructing the plan's routes before writing them. routes_ is filled with direct routes
+  // when it grows and never has their via_gpu and stage changed, and every other field of a route
+  // used is written here.
   std::size_t most_routes = 0;
   for (int e = 0; e < experts; ++e)
     most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
-  if (routes_.size() < most_routes) routes_.resize(most_routes);
+  if (routes_.size() < most_routes) routes_.resize(most_routes, TokenRoute{0, 0, 0, Carrier::ep_backend, -1, 0});
   TokenRoute* route = routes_.data();
   // Each source's row runs from one expert with copies to the next (`splits` is in expert order):
   // the experts between them have one route each, in a loop with nothing else to decide.

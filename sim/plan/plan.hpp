@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -48,14 +49,21 @@ struct ExpertInstance {
 /// tokens. A rank's own tokens for its own experts take part in stage 0 like the others. Stage -1
 /// marks tokens computed where they are, outside any exchange (FasterMoE's shadowed experts): they
 /// neither wait for nor hold up an exchange.
+///
+/// A trivial type, without default member initialisers: a plan holds one route per (source,
+/// instance) pair with tokens, tens of thousands in a wide layer, and a vector of trivial routes is
+/// copied with memcpy, not element by element. Every route is therefore written with all six fields
+/// (a direct route: via_gpu -1, stage 0); `TokenRoute{}` zeroes them all, which is not a direct route
+/// (via_gpu 0).
 struct TokenRoute {
-  int src_rank = 0;
-  int instance = 0;
-  std::int64_t tokens = 0;
-  Carrier carrier = Carrier::ep_backend;
-  int via_gpu = -1;
-  int stage = 0;
+  int src_rank;
+  int instance;
+  std::int64_t tokens;
+  Carrier carrier;
+  int via_gpu;
+  int stage;
 };
+static_assert(std::is_trivial_v<TokenRoute>, "TokenRoute stays trivial (see its comment)");
 
 enum class TransferKind { weights, gradients };
 enum class PassKind { forward, backward };

@@ -211,7 +211,7 @@ Plan expected_plan(const LaerCase& c, const TraceRecord& r, const LaerLayout& la
         std::int64_t share = 0;
         for (int k = 0; k < copies_at(e, g); ++k, ++unit)
           share += count / units + ((unit - s % units + units) % units < count % units ? 1 : 0);
-        if (share > 0) p.routes.push_back({s, instance_of.at({e, g}), share, g == s ? Carrier::none : Carrier::ep_backend});
+        if (share > 0) p.routes.push_back({s, instance_of.at({e, g}), share, g == s ? Carrier::none : Carrier::ep_backend, -1, 0});
       }
     }
   return p;
