@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -18,9 +21,10 @@ namespace {
 // plan() stands for a kernel on the critical path of every layer (UltraEP's takes about 70 us at EP
 // 64) and runs for every record replayed, so it is written to cost little more than writing the Plan
 // itself: no allocation inside the search's loops (the oracle's state lives in Domain and is reset
-// per cap), flat arrays indexed by expert instead of a vector per expert, the counts read in memory
-// order, each source's split computed where its routes are written, and every output vector sized
-// once, so that the large routes vector is never copied while it grows.
+// per cap) and its buffers kept in the balancer between calls (UltraEp::Workspace), no branch that
+// depends on the data where the data mix at random, flat arrays indexed by expert instead of a
+// vector per expert, the counts read in memory order, and every output vector sized once, so that
+// the large routes vector is never copied while it grows.
 
 /// One domain's loads, in domain-local GPU indices, and the oracle's state for the cap it tries.
 struct Domain {
@@ -36,8 +40,51 @@ struct Domain {
   std::vector<int> slots_used;
   std::vector<char> has_copy;  ///< whether the expert being exported already has a copy on the rank
   std::vector<UltraEpMove> moves;  ///< the moves of the last cap tried
-  std::vector<int> fill;           ///< a cursor per rank while `masters` is filled
 };
+
+/// The experts of GPUs [first_gpu, first_gpu + begin.size() - 1) by home, GPU by GPU, each GPU's in
+/// ascending order: GPU g's are experts[begin[g - first_gpu] .. begin[g - first_gpu + 1]). Built once
+/// per plan, so that each domain finds its masters without a pass over every expert.
+struct MastersByGpu {
+  int first_gpu = 0;
+  std::vector<int> begin;
+  std::vector<int> experts;
+  std::vector<int> fill;  ///< a cursor per GPU while `experts` is filled
+};
+
+void fill_masters_by_gpu(const std::vector<int>& home, int first_gpu, int num_gpus, MastersByGpu& m) {
+  m.first_gpu = first_gpu;
+  m.begin.assign(num_gpus + 1, 0);
+  for (int g : home)
+    if (g >= first_gpu && g < first_gpu + num_gpus) ++m.begin[g - first_gpu + 1];
+  for (int g = 0; g < num_gpus; ++g) m.begin[g + 1] += m.begin[g];
+  m.experts.resize(m.begin[num_gpus]);
+  m.fill.assign(m.begin.begin(), m.begin.end() - 1);
+  for (std::size_t e = 0; e < home.size(); ++e) {
+    const int g = home[e] - first_gpu;
+    if (g >= 0 && g < num_gpus) m.experts[m.fill[g]++] = static_cast<int>(e);
+  }
+}
+
+/// The longest range sort_small sorts by insertion.
+constexpr std::ptrdiff_t kInsertionSort = 16;
+
+/// Sorts [first, last) by `before`, a total order: by insertion, in line, for the few experts of a
+/// rank and the few ranks of a domain that a search sorts (dozens of calls a plan, where std::sort's
+/// calls cost more than the sorting), else by std::sort.
+template <typename Before>
+void sort_small(int* first, int* last, Before before) {
+  if (last - first > kInsertionSort) {
+    std::sort(first, last, before);
+    return;
+  }
+  for (int* i = first + 1; i < last; ++i) {
+    const int v = *i;
+    int* j = i;
+    for (; j > first && before(v, j[-1]); --j) *j = j[-1];
+    *j = v;
+  }
+}
 
 /// Whether the domain's total slack under cap T covers its total excess (the kernel's coarse test).
 bool capacity_feasible(std::int64_t cap, const Domain& d) {
@@ -75,7 +122,11 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
       while (need > 0 && available > 0) {
         // A source's own rank has no slack (it is above T), and neither has a master's home when its
         // expert is exported: a copy never lands beside its master.
-        auto open = [&](int t) { return d.slack[t] > 0 && d.slots_used[t] < p.spare_slots_per_gpu && !d.has_copy[t]; };
+        // Bitwise, not short-circuit: the ranks' conditions mix at random, and the loops below stay
+        // free of branches that depend on them.
+        auto open = [&](int t) {
+          return (d.slack[t] > 0) & (d.slots_used[t] < p.spare_slots_per_gpu) & (d.has_copy[t] == 0);
+        };
         std::int64_t floor_q = p.min_tokens_per_replica;
         if (dynamic_floor) {
           std::int64_t feasible = 0;
@@ -83,10 +134,15 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
           if (feasible == 0) break;
           floor_q = std::max<std::int64_t>(1, (need + feasible - 1) / feasible);
         }
+        // The largest slack, ties: lower index (an open rank has some slack).
         int target = -1;
+        std::int64_t target_slack = 0;
         for (int t = 0; t < g_count; ++t) {
-          if (!open(t) || std::min({need, d.slack[t], available}) < floor_q) continue;
-          if (target < 0 || d.slack[t] > d.slack[target]) target = t;  // largest slack, ties: lower index
+          const bool fits = open(t) & (std::min({need, d.slack[t], available}) >= floor_q);
+          if (fits & (d.slack[t] > target_slack)) {
+            target = t;
+            target_slack = d.slack[t];
+          }
         }
         if (target < 0) break;
         const std::int64_t q = std::min({need, d.slack[target], available});
@@ -129,9 +185,28 @@ struct SplitInstance {
   int gpu = 0;
   int instance = 0;  ///< its index in the plan
   std::int64_t quota = 0;
-  std::int64_t room = 0;  ///< what is left of the quota once its host has kept its own tokens (locality)
-  int tie = 0;            ///< its rank among equal remainders (lower first)
 };
+
+/// An instance that shares a source's leftover tokens, with what share_left reads of it side by side.
+struct Eligible {
+  std::int64_t room = 0;  ///< what is left of its quota once its host has kept its own tokens (locality)
+  /// Its place among equal remainders as the low bits of a sort key: kTieMask - tie, where tie is its
+  /// host GPU (locality) or its index among the expert's instances, so the lower tie has the larger key.
+  std::uint64_t tie_key = 0;
+  int index = 0;  ///< which of the expert's instances it is
+};
+
+/// Bits below a remainder in a sort key (remainder << kTieBits | tie_key): a tie is a GPU index or an
+/// instance's index among an expert's copies, both below kMaxPlanGpus = 2^16. Remainders stay below
+/// an expert's load, far below 2^48 (see divide_shares), so a key fits in 64 bits.
+constexpr int kTieBits = 16;
+constexpr std::uint64_t kTieMask = (std::uint64_t{1} << kTieBits) - 1;
+static_assert(kMaxPlanGpus <= (1 << kTieBits), "a GPU index fits below a remainder in a sort key");
+
+// plan() writes a route's src_rank and instance as one little-endian 64-bit word, src_rank low.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "src_rank is the low half of the word");
+static_assert(offsetof(TokenRoute, instance) == offsetof(TokenRoute, src_rank) + sizeof(int),
+              "instance follows src_rank");
 
 /// How the sources split an expert's tokens over its instances, worked out once per plan so that each
 /// source's split is computed where its routes are written. Locality first: each instance's host keeps
@@ -144,8 +219,8 @@ struct ExpertSplit {
   int k = 0;
   /// With locality, a source that hosts an instance has either kept all its tokens there or filled
   /// that instance's quota, so every source with tokens left splits them over the same instances: those
-  /// with room. Without locality, over all of them. eligible[0 .. m) index `instances`.
-  const int* eligible = nullptr;
+  /// with room. Without locality, over all of them.
+  const Eligible* eligible = nullptr;
   int m = 0;
   std::int64_t total_room = 0;  ///< the rooms' sum (every source's leftover tokens together)
   std::uint64_t inverse = 0;  ///< floor((2^64 - 1) / total_room), for divide()
@@ -154,107 +229,116 @@ struct ExpertSplit {
   std::size_t table = 0;  ///< where its sources' splits start in plan()'s table (k entries a source)
 };
 
-/// The most eligible instances over which share_left picks the extra tokens' instances one by one.
-constexpr int kSelectedSplit = 8;
+/// The most eligible instances for which share_left compares every pair of remainders (m (m - 1) / 2
+/// comparisons without a branch); above it, it selects the extra tokens' instances with nth_element.
+constexpr int kRankedSplit = 8;
 
-/// share_left with two eligible instances: the general case below with one division and at most one
-/// token left over.
+/// share_left for two eligible instances: one division and at most one token left over.
 inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
-  const int a = x.eligible[0];
-  const int b = x.eligible[1];
+  const Eligible& a = x.eligible[0];
+  const Eligible& b = x.eligible[1];
   std::int64_t frac_a = 0;
-  const std::int64_t share = divide(left * x.instances[a].room, x.total_room, x.inverse, frac_a);
-  tokens[a] += share;
-  if (frac_a == 0) {
-    tokens[b] += left - share;
-    return;
-  }
-  // b's remainder is total_room - frac_a; the larger remainder takes the token (ties: lower tie).
-  const std::int64_t frac_b = x.total_room - frac_a;
-  const bool to_b = frac_b != frac_a ? frac_b > frac_a : x.instances[b].tie < x.instances[a].tie;
-  tokens[b] += left - share - (to_b ? 0 : 1);
-  tokens[a] += to_b ? 0 : 1;
+  const std::int64_t share = divide(left * a.room, x.total_room, x.inverse, frac_a);
+  // With a remainder there is one token over, and b's remainder is total_room - frac_a: the larger
+  // key takes it.
+  const std::uint64_t key_a = static_cast<std::uint64_t>(frac_a) << kTieBits | a.tie_key;
+  const std::uint64_t key_b = static_cast<std::uint64_t>(x.total_room - frac_a) << kTieBits | b.tie_key;
+  const std::int64_t to_a = frac_a != 0 && key_a > key_b ? 1 : 0;
+  tokens[a.index] += share + to_a;
+  tokens[b.index] += left - share - to_a;
 }
 
-/// Shares `left` tokens of a source over the expert's eligible instances in proportion to their
-/// room, largest remainder first: tokens[i] += instance i's share. `frac` and `order` are working
-/// space (k entries each).
-void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, std::int64_t* frac, int* order) {
-  const int m = x.m;
-  const int* eligible = x.eligible;
-  if (m == 1) {  // its room is all the room there is: the whole share, nothing left over
-    tokens[eligible[0]] += left;
-    return;
-  }
-  if (m == 2) {
-    share_two(x, left, tokens);
-    return;
-  }
-  // All but the last eligible instance by division. The rooms add up to total_room, so the last
-  // one's share and remainder follow from the sums: with R the others' remainders, the source has
-  // extra = ceil(R / total_room) tokens left over (fewer than m), the last instance takes what the
-  // others' shares and the extra tokens leave, and its remainder is extra * total_room - R.
+/// The shares by division of all but the last of `m` eligible instances, with their keys; returns
+/// the tokens left over. The rooms add up to total_room, so the last one's share and remainder follow
+/// from the sums: with R the others' remainders, extra = ceil(R / total_room) tokens are left over
+/// (fewer than m), the last instance takes what the others' shares and the extra tokens leave, and its
+/// remainder is extra * total_room - R. Token counts per expert and micro-batch stay far below 2^31,
+/// so the products fit, and so do the remainders (below total_room) in a key.
+inline std::int64_t divide_shares(const ExpertSplit& x, int m, std::int64_t left, std::int64_t* share,
+                                  std::uint64_t* key) {
+  const Eligible* eligible = x.eligible;
   const std::int64_t total = x.total_room;
   std::int64_t given = 0;
   std::int64_t rest = 0;
   for (int t = 0; t + 1 < m; ++t) {
-    const int i = eligible[t];
-    // Token counts per expert and micro-batch stay far below 2^31, so the product fits.
-    const std::int64_t share = divide(left * x.instances[i].room, total, x.inverse, frac[i]);
-    tokens[i] += share;
-    given += share;
-    rest += frac[i];
+    std::int64_t frac = 0;
+    share[t] = divide(left * eligible[t].room, total, x.inverse, frac);
+    given += share[t];
+    rest += frac;
+    key[t] = static_cast<std::uint64_t>(frac) << kTieBits | eligible[t].tie_key;
   }
-  std::int64_t extra = 0;
-  while (extra * total < rest) ++extra;
-  const int last = eligible[m - 1];
-  tokens[last] += left - given - extra;
-  frac[last] = extra * total - rest;
-  // The `extra` first instances in this order get one token more: a strict order (an expert's
-  // instances are on distinct GPUs), so they are one set however they are selected.
-  auto before = [&](int a, int b) {
-    return frac[a] != frac[b] ? frac[a] > frac[b] : x.instances[a].tie < x.instances[b].tie;
-  };
-  if (extra == 0) return;
-  if (extra == 1) {
-    int best = eligible[0];
-    for (int t = 1; t < m; ++t)
-      if (before(eligible[t], best)) best = eligible[t];
-    ++tokens[best];
-    return;
-  }
-  if (extra == m - 1) {  // all but the last in that order
-    int worst = eligible[0];
-    for (int t = 0; t < m; ++t) {
-      ++tokens[eligible[t]];
-      if (before(worst, eligible[t])) worst = eligible[t];
-    }
-    --tokens[worst];
-    return;
-  }
-  std::copy(eligible, eligible + m, order);
-  if (m <= kSelectedSplit) {  // picked one by one: fewer comparisons than nth_element makes for a few
-    for (int r = 0; r < extra; ++r) {
-      int best = r;
-      for (int t = r + 1; t < m; ++t)
-        if (before(order[t], order[best])) best = t;
-      std::swap(order[r], order[best]);
-      ++tokens[order[r]];
-    }
-    return;
-  }
-  std::nth_element(order, order + (extra - 1), order + m, before);
-  for (std::int64_t r = 0; r < extra; ++r) ++tokens[order[r]];
+  std::int64_t unused = 0;
+  const std::int64_t extra = divide(rest + total - 1, total, x.inverse, unused);
+  share[m - 1] = left - given - extra;
+  key[m - 1] = static_cast<std::uint64_t>(extra * total - rest) << kTieBits | eligible[m - 1].tie_key;
+  return extra;
 }
 
+/// share_left for M eligible instances, 3 <= M <= kRankedSplit: the `extra` largest keys get one
+/// token more, found by comparing every pair of keys once. M is a constant so that the loops unroll
+/// and no branch depends on the remainders.
+template <int M>
+void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
+  std::int64_t share[M];
+  std::uint64_t key[M];
+  const std::int64_t extra = divide_shares(x, M, left, share, key);
+  int larger[M] = {};  // how many keys are larger than each
+  for (int t = 0; t < M; ++t)
+    for (int j = t + 1; j < M; ++j) {
+      const int t_larger = key[t] > key[j] ? 1 : 0;
+      larger[j] += t_larger;
+      larger[t] += 1 - t_larger;
+    }
+  for (int t = 0; t < M; ++t) tokens[x.eligible[t].index] += share[t] + (larger[t] < extra ? 1 : 0);
+}
 
-/// Source s's `count` tokens of the expert over its instances: tokens[i] for instance i, with
-/// `frac` and `order` as working space (k entries each). A source that hosts none of the expert's
-/// instances keeps nothing: its split is share_left's alone.
-void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t* tokens, std::int64_t* frac,
-                  int* order) {
-  // With locality, the instance on the source's own GPU (an expert has at most one per GPU) keeps its
-  // tokens up to its quota.
+/// share_many's working space, for up to `share.size()` eligible instances (key: twice as many).
+struct ShareWork {
+  std::vector<std::int64_t> share;
+  std::vector<std::uint64_t> key;
+};
+
+/// share_left for more than kRankedSplit eligible instances: nth_element finds the smallest key that
+/// gets an extra token.
+void share_many(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, ShareWork& work) {
+  const int m = x.m;
+  std::int64_t* share = work.share.data();
+  std::uint64_t* key = work.key.data();
+  const std::int64_t extra = divide_shares(x, m, left, share, key);
+  for (int t = 0; t < m; ++t) tokens[x.eligible[t].index] += share[t];
+  if (extra == 0) return;
+  std::uint64_t* order = key + m;
+  std::copy(key, key + m, order);
+  std::nth_element(order, order + (extra - 1), order + m, std::greater<std::uint64_t>());
+  const std::uint64_t smallest_taken = order[extra - 1];
+  for (int t = 0; t < m; ++t) tokens[x.eligible[t].index] += key[t] >= smallest_taken ? 1 : 0;
+}
+
+/// Shares `left` tokens of a source over the expert's eligible instances in proportion to their
+/// room, largest remainder first: tokens[i] += instance i's share. Keys are distinct (an expert's
+/// instances are on distinct GPUs, and have distinct indices), so the instances that get the extra
+/// tokens are one set however they are selected.
+inline void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, ShareWork& work) {
+  switch (x.m) {
+    case 1:  // its room is all the room there is: the whole share, nothing left over
+      tokens[x.eligible[0].index] += left;
+      return;
+    case 2: share_two(x, left, tokens); return;
+    case 3: share_ranked<3>(x, left, tokens); return;
+    case 4: share_ranked<4>(x, left, tokens); return;
+    case 5: share_ranked<5>(x, left, tokens); return;
+    case 6: share_ranked<6>(x, left, tokens); return;
+    case 7: share_ranked<7>(x, left, tokens); return;
+    case 8: share_ranked<8>(x, left, tokens); return;
+    default: share_many(x, left, tokens, work); return;
+  }
+}
+static_assert(kRankedSplit == 8, "share_left has a case for every M up to kRankedSplit");
+
+/// Source s's `count` tokens of the expert over its instances, s hosting one of them (with
+/// locality): tokens[i] for instance i. The instance on s (an expert has at most one per GPU) keeps
+/// its tokens up to its quota first.
+void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t* tokens, ShareWork& work) {
   std::int64_t kept = 0;
   for (int i = 0; i < x.k; ++i) {
     tokens[i] = x.locality_aware && x.instances[i].gpu == s ? std::min(count, x.instances[i].quota) : 0;
@@ -262,48 +346,32 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
   }
   const std::int64_t left = count - kept;
   if (left == 0) return;
-  share_left(x, left, tokens, frac, order);
-}
-
-/// Writes the route of `tokens` from `src` to `instance` on `gpu` over `route`, a direct route (its
-/// via_gpu and stage stay as they are), and returns the next one.
-inline TokenRoute* write_route(TokenRoute* route, int src, int instance, std::int64_t tokens, int gpu) {
-  route->src_rank = src;
-  route->instance = instance;
-  route->tokens = tokens;
-  route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
-  return route + 1;
+  share_left(x, left, tokens, work);
 }
 
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
 /// working space; plan() passes the same one for every domain so that its buffers are allocated once.
-UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
+/// `masters_of` covers the domain's GPUs.
+UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, const MastersByGpu& masters_of,
                                   int first_gpu, int num_domain_gpus, const UltraEpParams& params, Domain& d) {
   d.first = first_gpu;
   d.moves.clear();
+  // The domain's masters are one run of masters_of, GPU by GPU.
+  const int* begin = masters_of.begin.data() + (first_gpu - masters_of.first_gpu);
+  d.masters.assign(masters_of.experts.begin() + begin[0], masters_of.experts.begin() + begin[num_domain_gpus]);
+  d.masters_begin.resize(num_domain_gpus + 1);
   d.rank_load.assign(num_domain_gpus, 0);
-  d.masters_begin.assign(num_domain_gpus + 1, 0);
-  for (std::size_t e = 0; e < expert_load.size(); ++e) {
-    const int r = home[e] - first_gpu;
-    if (r < 0 || r >= num_domain_gpus) continue;
-    d.rank_load[r] += expert_load[e];
-    ++d.masters_begin[r + 1];
-  }
-  for (int r = 0; r < num_domain_gpus; ++r) d.masters_begin[r + 1] += d.masters_begin[r];
-  d.masters.resize(d.masters_begin[num_domain_gpus]);
-  d.fill.assign(d.masters_begin.begin(), d.masters_begin.end() - 1);
-  for (std::size_t e = 0; e < expert_load.size(); ++e) {
-    const int r = home[e] - first_gpu;
-    if (r >= 0 && r < num_domain_gpus) d.masters[d.fill[r]++] = static_cast<int>(e);
-  }
-  // Both orders break ties by index, so they are total and std::sort (no buffer) gives the one result.
+  for (int r = 0; r <= num_domain_gpus; ++r) d.masters_begin[r] = begin[r] - begin[0];
   for (int r = 0; r < num_domain_gpus; ++r)
-    std::sort(d.masters.begin() + d.masters_begin[r], d.masters.begin() + d.masters_begin[r + 1], [&](int a, int b) {
+    for (int m = d.masters_begin[r]; m < d.masters_begin[r + 1]; ++m) d.rank_load[r] += expert_load[d.masters[m]];
+  // Both orders break ties by index, so they are total and any sort gives the one result.
+  for (int r = 0; r < num_domain_gpus; ++r)
+    sort_small(d.masters.data() + d.masters_begin[r], d.masters.data() + d.masters_begin[r + 1], [&](int a, int b) {
       return expert_load[a] != expert_load[b] ? expert_load[a] > expert_load[b] : a < b;
     });
   d.sources.resize(num_domain_gpus);
   std::iota(d.sources.begin(), d.sources.end(), 0);
-  std::sort(d.sources.begin(), d.sources.end(), [&](int a, int b) {
+  sort_small(d.sources.data(), d.sources.data() + num_domain_gpus, [&](int a, int b) {
     return d.rank_load[a] != d.rank_load[b] ? d.rank_load[a] > d.rank_load[b] : a < b;
   });
   d.slack.resize(num_domain_gpus);
@@ -390,11 +458,43 @@ UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, 
 
 UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& expert_load, const std::vector<int>& home,
                                           int first_gpu, int num_domain_gpus, const UltraEpParams& params) {
+  MastersByGpu masters_of;
+  fill_masters_by_gpu(home, first_gpu, num_domain_gpus, masters_of);
   Domain d;
-  UltraEpDomainQuotas result = search_domain(expert_load, home, first_gpu, num_domain_gpus, params, d);
+  UltraEpDomainQuotas result = search_domain(expert_load, masters_of, first_gpu, num_domain_gpus, params, d);
   result.moves = std::move(d.moves);
   return result;
 }
+
+/// plan()'s working space, kept between calls so that its buffers are allocated once, not on every
+/// call (a few dozen allocations against the plan's own).
+struct UltraEp::Workspace {
+  std::vector<std::int64_t> load;
+  std::vector<int> senders;
+  std::vector<int> home;
+  MastersByGpu masters_of;
+  Domain domain;
+  std::vector<UltraEpMove> moves;
+  std::vector<int> copy_begin;
+  std::vector<int> copy_gpu;
+  std::vector<std::int64_t> copy_quota;
+  std::vector<std::int64_t> master_quota;
+  std::vector<int> fill;
+  std::vector<int> on_gpu;
+  std::vector<int> split_of;
+  std::vector<ExpertSplit> splits;
+  std::vector<SplitInstance> split_instances;
+  std::vector<Eligible> eligible;
+  std::vector<std::int64_t> split_tokens;
+  ShareWork share_work;
+  std::vector<char> hosts;
+  /// One source's routes are written here first (see plan()); every via_gpu and stage stays -1 and 0.
+  std::vector<TokenRoute> routes;
+};
+
+UltraEp::UltraEp(UltraEpParams params) : params_(params), work_(std::make_unique<Workspace>()) {}
+
+UltraEp::~UltraEp() = default;
 
 Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   const int n = context.num_gpus;
@@ -403,9 +503,12 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   if (context.gpus_per_node <= 0) throw std::logic_error("ultraep: gpus_per_node must be positive");
   // The counts once, row by row as they lie in memory: each expert's load and the number of sources
   // that send it tokens (its routes when it has no copy).
+  Workspace& w = *work_;
   const std::uint32_t* counts = record.counts.data();
-  std::vector<std::int64_t> load(experts, 0);
-  std::vector<int> senders(experts, 0);
+  std::vector<std::int64_t>& load = w.load;
+  std::vector<int>& senders = w.senders;
+  load.assign(experts, 0);
+  senders.assign(experts, 0);
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
@@ -413,7 +516,8 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       senders[e] += row[e] != 0 ? 1 : 0;
     }
   }
-  std::vector<int> home(experts);
+  std::vector<int>& home = w.home;
+  home.resize(experts);
   for (int e = 0; e < experts; ++e) home[e] = home_gpu(e, experts, n, context.placement);
 
   // Every domain's copies, then expert by expert: expert e's copies are copy_gpu / copy_quota
@@ -421,28 +525,31 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // which the reroute's ties follow); an expert's copies all come from its home's domain. Copy j is
   // instance experts + j, so instances run expert by expert as well. The master's quota is what the
   // copies leave.
-  std::vector<UltraEpMove> moves;
-  Domain domain;
+  std::vector<UltraEpMove>& moves = w.moves;
+  moves.clear();
+  fill_masters_by_gpu(home, 0, n, w.masters_of);
   for (int first = 0; first < n; first += context.gpus_per_node) {
     const int size = std::min(context.gpus_per_node, n - first);
-    search_domain(load, home, first, size, params_, domain);
-    moves.insert(moves.end(), domain.moves.begin(), domain.moves.end());
+    search_domain(load, w.masters_of, first, size, params_, w.domain);
+    moves.insert(moves.end(), w.domain.moves.begin(), w.domain.moves.end());
   }
   const int copies = static_cast<int>(moves.size());
-  std::vector<int> copy_begin(experts + 1, 0);
+  std::vector<int>& copy_begin = w.copy_begin;
+  copy_begin.assign(experts + 1, 0);
   for (const UltraEpMove& m : moves) ++copy_begin[m.expert + 1];
   for (int e = 0; e < experts; ++e) copy_begin[e + 1] += copy_begin[e];
-  std::vector<int> copy_gpu(copies);
-  std::vector<std::int64_t> copy_quota(copies);
-  std::vector<std::int64_t> master_quota = load;
-  {
-    std::vector<int> fill(copy_begin.begin(), copy_begin.end() - 1);
-    for (const UltraEpMove& m : moves) {
-      const int j = fill[m.expert]++;
-      copy_gpu[j] = m.gpu;
-      copy_quota[j] = m.tokens;
-      master_quota[m.expert] -= m.tokens;
-    }
+  std::vector<int>& copy_gpu = w.copy_gpu;
+  std::vector<std::int64_t>& copy_quota = w.copy_quota;
+  std::vector<std::int64_t>& master_quota = w.master_quota;
+  copy_gpu.resize(copies);
+  copy_quota.resize(copies);
+  master_quota.assign(load.begin(), load.end());
+  w.fill.assign(copy_begin.begin(), copy_begin.end() - 1);
+  for (const UltraEpMove& m : moves) {
+    const int j = w.fill[m.expert]++;
+    copy_gpu[j] = m.gpu;
+    copy_quota[j] = m.tokens;
+    master_quota[m.expert] -= m.tokens;
   }
 
   Plan plan = start_plan("ultraep", record, n);
@@ -451,12 +558,15 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // One grouped GEMM per GPU over its master and redundant slots, as UltraEP runs it: the copies'
   // weights are in before the dispatch.
-  std::vector<int> on_gpu(n, 0);
+  std::vector<int>& on_gpu = w.on_gpu;
+  on_gpu.assign(n, 0);
   for (int e = 0; e < experts; ++e) ++on_gpu[home[e]];
   for (int j = 0; j < copies; ++j) ++on_gpu[copy_gpu[j]];
   for (int g = 0; g < n; ++g) {
-    plan.gemm_order[g].push_back(GemmGroup{g, {}});
-    plan.gemm_order[g].front().instances.reserve(on_gpu[g]);
+    std::vector<GemmGroup>& groups = plan.gemm_order[g];
+    groups.reserve(1);
+    groups.emplace_back().gpu = g;
+    groups.front().instances.reserve(on_gpu[g]);
   }
   // Instance e is expert e's master, as in static EP, so a plan without moves is static EP's.
   plan.instances.reserve(static_cast<std::size_t>(experts) + copies);
@@ -489,10 +599,12 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // without copies); its k instances are a run of split_instances and its eligible ones a run of
   // `eligible` at the same place.
   const bool locality = params_.locality_aware;
-  std::vector<int> split_of(experts, -1);
-  std::vector<ExpertSplit> splits;
-  std::vector<SplitInstance> split_instances;
-  std::vector<int> eligible;
+  std::vector<int>& split_of = w.split_of;
+  std::vector<ExpertSplit>& splits = w.splits;
+  std::vector<SplitInstance>& split_instances = w.split_instances;
+  std::vector<Eligible>& eligible = w.eligible;
+  split_of.assign(experts, -1);
+  splits.clear();
   int most_instances = 1;
   for (int e = 0; e < experts; ++e)
     if (copy_begin[e + 1] > copy_begin[e]) {
@@ -516,13 +628,13 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       inst[i].instance = experts + j;
       inst[i].quota = copy_quota[j];
     }
-    int* elig = eligible.data() + first;
+    Eligible* elig = eligible.data() + first;
     for (int i = 0; i < x.k; ++i) {
       const std::int64_t own = locality ? counts[static_cast<std::size_t>(inst[i].gpu) * experts + e] : 0;
-      inst[i].room = inst[i].quota - std::min(own, inst[i].quota);
-      inst[i].tie = locality ? inst[i].gpu : i;
-      x.total_room += inst[i].room;
-      if (!locality || inst[i].room > 0) elig[x.m++] = i;
+      const std::int64_t room = inst[i].quota - std::min(own, inst[i].quota);
+      x.total_room += room;
+      if (!locality || room > 0)
+        elig[x.m++] = {room, kTieMask - static_cast<std::uint64_t>(locality ? inst[i].gpu : i), i};
     }
     x.instances = inst;
     x.eligible = elig;
@@ -538,11 +650,14 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // from one source to the next): source s's tokens for instance i of split x are
   // split_tokens[x.table + s * x.k + i]. Only a source that hosts one of the expert's instances keeps
   // tokens (with locality); the others share all of theirs.
-  std::vector<std::int64_t> split_tokens(split_instances.size() * static_cast<std::size_t>(n), 0);
+  std::vector<std::int64_t>& split_tokens = w.split_tokens;
+  split_tokens.assign(split_instances.size() * static_cast<std::size_t>(n), 0);
   {
-    std::vector<std::int64_t> frac(most_instances);
-    std::vector<int> order(most_instances);
-    std::vector<char> hosts(n, 0);
+    ShareWork& work = w.share_work;
+    work.share.resize(most_instances);
+    work.key.resize(2 * static_cast<std::size_t>(most_instances));
+    std::vector<char>& hosts = w.hosts;
+    hosts.assign(n, 0);
     for (const ExpertSplit& x : splits) {
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 1;
@@ -554,30 +669,42 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
         const std::int64_t c = column[static_cast<std::size_t>(s) * experts];
         if (c == 0) continue;
         if (hosts[s])
-          split_source(x, s, c, out, frac.data(), order.data());
+          split_source(x, s, c, out, work);
         else if (two)
           share_two(x, c, out);
         else
-          share_left(x, c, out, frac.data(), order.data());
+          share_left(x, c, out, work);
       }
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 0;
     }
   }
-
   // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
-  // They are written in place through a pointer into routes_, a vector kept between calls and sized
-  // for the most there can be (a sending source reaches at most each instance of the expert), and
-  // then copied into the plan at once: appending them one by one (a capacity check, a
-  // default-constructed route and a size update each) cost more than the rest of plan(), and so did
-  // default-constructing the plan's routes before writing them. routes_ is filled with direct routes
-  // when it grows and never has their via_gpu and stage changed, and every other field of a route
-  // used is written here.
+  // Each source's are written through a pointer into w.routes, room for one source's routes (at
+  // most one per instance) that stays in the first-level cache, and appended to the plan with one
+  // memcpy (TokenRoute is trivial) into room reserved once for the most there can be (a sending
+  // source reaches at most each instance of the expert). Appending them to the plan one by one (a
+  // capacity check and a size update each) cost more than the rest of plan(); so did sizing the
+  // plan's routes before writing them, and writing them all to a buffer the size of the plan's before
+  // copying them (each a second pass through the second-level cache). w.routes is filled with direct
+  // routes when it grows and keeps their via_gpu and stage: the loop writes the four other fields.
   std::size_t most_routes = 0;
   for (int e = 0; e < experts; ++e)
     most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
-  if (routes_.size() < most_routes) routes_.resize(most_routes, TokenRoute{0, 0, 0, Carrier::ep_backend, -1, 0});
-  TokenRoute* route = routes_.data();
+  const std::size_t row_routes = static_cast<std::size_t>(experts) + copies;
+  if (w.routes.size() < row_routes) w.routes.resize(row_routes, TokenRoute{0, 0, 0, Carrier::ep_backend, -1, 0});
+  plan.routes.reserve(most_routes);
+  TokenRoute* route = w.routes.data();
+  // src_rank and instance go in as one 8-byte store: the compiler does not merge the two 4-byte ones,
+  // and a store fewer per route is a tenth of this loop's time.
+  auto write_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
+    const std::uint64_t src_and_instance =
+        static_cast<std::uint32_t>(src) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(instance)) << 32;
+    std::memcpy(&route->src_rank, &src_and_instance, sizeof src_and_instance);
+    route->tokens = tokens;
+    route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
+    ++route;
+  };
   // Each source's row runs from one expert with copies to the next (`splits` is in expert order):
   // the experts between them have one route each, in a loop with nothing else to decide.
   for (int s = 0; s < n; ++s) {
@@ -585,17 +712,18 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     int e = 0;
     for (const ExpertSplit& x : splits) {
       for (; e < x.expert; ++e)
-        if (row[e] != 0) route = write_route(route, s, e, row[e], home[e]);
+        if (row[e] != 0) write_route(s, e, row[e], home[e]);
       ++e;
       if (row[x.expert] == 0) continue;
       const std::int64_t* tokens = split_tokens.data() + x.table + static_cast<std::size_t>(s) * x.k;
       for (int i = 0; i < x.k; ++i)
-        if (tokens[i] != 0) route = write_route(route, s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
+        if (tokens[i] != 0) write_route(s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
     }
     for (; e < experts; ++e)
-      if (row[e] != 0) route = write_route(route, s, e, row[e], home[e]);
+      if (row[e] != 0) write_route(s, e, row[e], home[e]);
+    plan.routes.insert(plan.routes.end(), w.routes.data(), route);
+    route = w.routes.data();
   }
-  plan.routes.assign(routes_.data(), route);
   return plan;
 }
 

@@ -92,14 +92,16 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
 
 class UltraEp : public Balancer {
  public:
-  explicit UltraEp(UltraEpParams params) : params_(params) {}
+  explicit UltraEp(UltraEpParams params);
+  ~UltraEp() override;
   Plan plan(const TraceRecord& record, const BalancerContext& context) override;
   /// Records of each layer that run before the balancer's steady-state plan: none, it plans every
   /// record from that record's own counts.
 
  private:
+  struct Workspace;
   UltraEpParams params_;
-  std::vector<TokenRoute> routes_;  ///< plan()'s routes are written here first (see plan())
+  std::unique_ptr<Workspace> work_;  ///< plan()'s buffers, kept between calls
 };
 
 /// Reads spare_slots_per_gpu, balance_threshold, oracle_eps, min_tokens_per_replica,
