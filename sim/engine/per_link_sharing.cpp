@@ -114,9 +114,11 @@ void PerLinkSharing::arrive(std::size_t list) {
     enter_transfer(slot);
   }
   arriving_ = false;
-  for (const std::int32_t id : dirty_) {
-    links_[static_cast<std::size_t>(id)].dirty = false;
-    schedule_link(id);
+  for (const Joined& j : dirty_) {
+    Link& l = links_[static_cast<std::size_t>(j.link)];
+    l.dirty = false;
+    l.ends.settle(j.batch_begin, settle_scratch_);
+    schedule_link(j.link);
   }
   dirty_.clear();
   Arrivals& a = arrivals_[list];
@@ -161,16 +163,22 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
     const std::int32_t id = hop_pool_[path.hop_begin + k];
     Link& l = links_[static_cast<std::size_t>(id)];
     advance(l);
-    if (l.ends.empty()) busy_[static_cast<std::size_t>(id)].since_ps = now;
-    l.ends.push(LinkEnd{l.clock_bytes + path.bytes, l.joined++, slot});
-    l.joined_bytes += path.bytes;
+    LinkBusy& busy = busy_[static_cast<std::size_t>(id)];
+    if (l.ends.empty()) busy.since_ps = now;
+    busy.joined_bytes += path.bytes;
+    const LinkEnd end{l.clock_bytes + path.bytes, l.joined++, slot};
     ++bounds_left;
     if (!arriving_) {
+      l.ends.push(end);
       schedule_link(id);
-    } else if (!l.dirty) {
-      l.dirty = true;
-      dirty_.push_back(id);
+      continue;
     }
+    // The flows arrive() enters join their links as one batch per link, put in order once at the end.
+    if (!l.dirty) {
+      l.dirty = true;
+      dirty_.push_back(Joined{id, l.ends.begin_batch()});
+    }
+    l.ends.add_to_batch(end);
   }
   if (!std::isinf(path.cap)) {
     ++bounds_left;
@@ -251,7 +259,8 @@ double PerLinkSharing::flow_rate_GBps(FlowId id) const {
 
 double PerLinkSharing::link_bytes(int link) const {
   const Link& l = links_[static_cast<std::size_t>(link)];
-  if (l.ends.empty()) return l.joined_bytes;
+  const double joined_bytes = busy_[static_cast<std::size_t>(link)].joined_bytes;
+  if (l.ends.empty()) return joined_bytes;
   // What it carried is what joined less what its flows still miss, sum of (end - clock): a walk of
   // its heap, as this is for inspection, not for the simulation.
   const double n = static_cast<double>(l.ends.size());
@@ -259,7 +268,7 @@ double PerLinkSharing::link_bytes(int link) const {
       l.clock_bytes + l.capacity * static_cast<double>(queue_.now_ps() - l.clock_at_ps) / n;
   double missing = 0;
   for (const LinkEnd& e : l.ends) missing += e.at_bytes - clock;
-  return l.joined_bytes - missing;
+  return joined_bytes - missing;
 }
 
 Time_ps PerLinkSharing::link_busy_ps(int link) const {

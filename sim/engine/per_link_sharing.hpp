@@ -29,7 +29,7 @@
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
-#include "sim/engine/link_end_heap.hpp"
+#include "sim/engine/link_ends.hpp"
 
 namespace epsim {
 
@@ -68,17 +68,18 @@ class PerLinkSharing {
     double capacity = 0;        ///< bytes per ps
     double clock_bytes = 0;     ///< virtual clock: bytes each of its flows received, as of clock_at_ps
     Time_ps clock_at_ps = 0;
-    LinkEndHeap ends;           ///< its flows' ends, earliest on top
+    LinkEnds ends;              ///< its flows' ends, earliest first
     EventQueue::Handle event = 0;  ///< its next end
-    double joined_bytes = 0;    ///< bytes of every flow that ever joined
     std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for LinkEnd::order
     bool dirty = false;         ///< joined during arrive(); its event is moved once, at the end
   };
   static_assert(sizeof(Link) == 64, "a link is one cache line");
-  /// When a link was busy (carried a flow), touched only as it turns busy or idle.
+  /// What only inspection reads: when a link was busy (carried a flow), and the bytes of every flow
+  /// that joined it. A wide layer has a few thousand links: this table stays in the core's cache.
   struct LinkBusy {
     Time_ps busy_ps = 0;
     Time_ps since_ps = 0;
+    double joined_bytes = 0;
   };
   /// What a flow's ends touch, in one cache line: each link's end counts its bounds down, and the
   /// last one runs its callback. A wide layer's ends come in nearly random order, so each is a
@@ -136,8 +137,14 @@ class PerLinkSharing {
   std::vector<std::int32_t> ended_;  ///< scratch of link_event
   std::vector<Arrivals> arrivals_;    ///< one per latency seen
   /// Links joined by the flows arrive() is entering. A rank's kernel starts its messages at once,
-  /// so a hundred flows may join its links in one call: each link's event is moved once, after all.
-  std::vector<std::int32_t> dirty_;
+  /// so a hundred flows may join its links in one call: each link takes them as one batch, put in
+  /// order once (LinkEnds), and its event is moved once, after all.
+  struct Joined {
+    std::int32_t link;
+    std::uint32_t batch_begin;  ///< where the link's batch of ends begins (LinkEnds::begin_batch)
+  };
+  std::vector<Joined> dirty_;
+  std::vector<LinkEnd> settle_scratch_;  ///< LinkEnds::settle's working space
   bool arriving_ = false;
   std::size_t active_ = 0;
 };
