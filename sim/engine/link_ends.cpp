@@ -73,17 +73,6 @@ void LinkEnds::to_heap() {
   run_ = false;
 }
 
-void LinkEnds::push(const LinkEnd& e) {
-  if (run_ && !empty()) to_heap();
-  if (run_) {  // empty: a run of one
-    head_ = size_ = 0;
-    reserve(1);
-    data_[size_++] = e;
-    return;
-  }
-  heap_push(e);
-}
-
 std::uint32_t LinkEnds::begin_batch() {
   // A run's popped prefix goes now, so that the batch's place does not move while it grows.
   drop_popped();
@@ -104,7 +93,7 @@ void LinkEnds::settle(std::uint32_t batch_begin, std::vector<LinkEnd>& scratch) 
   // A lambda, not the function's address, so that the sort and the merge inline the comparison.
   const auto before = [](const LinkEnd& a, const LinkEnd& b) { return earlier(a, b); };
   std::sort(data_ + batch_begin, data_ + size_, before);
-  const std::uint32_t run = batch_begin - head_;  // head_ is 0 since begin_batch
+  const std::uint32_t run = batch_begin;  // begin_batch moved the run's unpopped ends to the front
   const std::uint32_t batch = size_ - batch_begin;
   if (run == 0) return;
   if (batch * kRunRatio < run) {

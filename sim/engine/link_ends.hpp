@@ -2,8 +2,8 @@
 // first: a sorted run while the link's flows joined it in batches, a 4-ary min-heap otherwise.
 //
 // Why a run: a rank's kernel starts its messages at once, so most flows join their links in batches
-// (at EP 1,024, 68% of the ends joining a link come in batches of 127, a GPU's RDMA flows to every
-// other node, and 9% more in batches of 5 to 126). A batch is sorted once, cache-friendly, and then
+// (docs/performance.md: at EP 1,024, 68% of the ends joining a link come in batches of 127, a GPU's
+// RDMA flows to every other node, and 9% more in batches of 5 to 126). A batch is sorted once and then
 // popped from its front: a sequential read where a heap pop walks the heap's levels, each a cache
 // miss in a wide layer whose links are visited in nearly random order. A batch that joins a run still
 // being popped is merged into it; a batch much smaller than the run (a few flows joining one by one,
@@ -46,9 +46,8 @@ class LinkEnds {
   const LinkEnd* begin() const { return data_ + head_; }
   const LinkEnd* end() const { return data_ + size_; }
 
-  /// Adds one end at once.
-  void push(const LinkEnd& e);
-  /// Starts a batch: the ends added until settle() join together. Returns where the batch begins.
+  /// Ends join in batches (PerLinkSharing enters the flows due at one instant together; a batch may
+  /// hold one). Starts a batch: the ends added until settle() join together. Returns where it begins.
   std::uint32_t begin_batch();
   /// Adds an end to the batch begun last (unordered until settle()).
   void add_to_batch(const LinkEnd& e);

@@ -83,7 +83,7 @@ class PerLinkSharing {
   };
   /// What a flow's ends touch, in one cache line: each link's end counts its bounds down, and the
   /// last one runs its callback. A wide layer's ends come in nearly random order, so each is a
-  /// cache miss; the count kept apart, as it once was, made that two.
+  /// cache miss; a count kept in a table of its own would make that two.
   struct alignas(64) Flow {
     DoneCallback on_done;
     Time_ps started_ps = 0;
@@ -145,7 +145,6 @@ class PerLinkSharing {
   };
   std::vector<Joined> dirty_;
   std::vector<LinkEnd> settle_scratch_;  ///< LinkEnds::settle's working space
-  bool arriving_ = false;
   std::size_t active_ = 0;
 };
 

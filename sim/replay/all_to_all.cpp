@@ -79,10 +79,12 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
   const std::size_t forwards = static_cast<std::size_t>(n) * static_cast<std::size_t>(per_node);
   std::vector<double> forward_bytes(forwards, 0.0);
   std::vector<int> forward_offsets(forwards + 1, 0);
-  // Every pair (a, b) in order, row by row and a row node by node: a pair's forwarding GPU depends
-  // only on the source and the expert GPU's node, so it is found once per (row, node) rather than
-  // for each of the n^2 pairs. own(a, b, bytes): a pair that travels on its own; forwarded(f, source,
-  // bytes): a pair in forward f. A pair whose forwarding GPU is its expert GPU rides the RDMA hop alone.
+  // Every pair (a, b) in order, row by row and a row node by node. A dispatch pair's forwarding GPU
+  // depends only on its source (the row) and the expert GPU's node, so it is found once per (row,
+  // node); a combine pair's is the source's (b's) rail peer, one per pair. The local index of b in
+  // node m, b - node_begin, is also its rail peer's. own(a, b, bytes): a pair that travels on its
+  // own; forwarded(f, source, bytes): a pair in forward f. A pair whose forwarding GPU is its expert
+  // GPU rides the RDMA hop alone.
   const int nodes = topology.num_nodes();
   const auto walk = [&](auto&& own, auto&& forwarded) {
     for (int a = 0; a < n; ++a) {
@@ -102,7 +104,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
           for (int b = node_begin; b < node_end; ++b) {
             if (row[b] <= 0) continue;
             if (peer < 0) own(a, b, row[b]);  // a partial last node may lack the peer
-            else if (peer != b) forwarded(static_cast<std::size_t>(peer) * per_node + static_cast<std::size_t>(b % per_node), a, row[b]);
+            else if (peer != b) forwarded(static_cast<std::size_t>(peer) * per_node + static_cast<std::size_t>(b - node_begin), a, row[b]);
           }
         } else {
           // Combine: a is the expert GPU, b the source; the peer is b's rail peer in a's node, which
@@ -111,7 +113,7 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
             if (row[b] <= 0) continue;
             const int peer = topology.forwarding_gpu(b, a);
             if (peer < 0) own(a, b, row[b]);  // as in a dispatch, the pair goes on its own
-            else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(peer % per_node), b, row[b]);
+            else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(b - node_begin), b, row[b]);
           }
         }
       }

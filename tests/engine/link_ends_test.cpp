@@ -1,7 +1,7 @@
 // LinkEnds: a link's flow ends come out in (clock, join order), ties and a wrapped join count
-// included, whatever the order they joined in, one at a time or in batches (kept as a sorted run,
-// merged, or turned into the 4-ary heap), and the heap's block is placed so that every node's four
-// children share a cache line.
+// included, whatever the order they joined in, alone or in batches (kept as a sorted run, merged, or
+// turned into the 4-ary heap), and the heap's block is placed so that every node's four children
+// share a cache line.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,16 +18,43 @@ namespace {
 
 bool before(const LinkEnd& a, const LinkEnd& b) { return LinkEnds::earlier(a, b); }
 
+/// One end joining alone: a batch of one, as PerLinkSharing enters a flow due by itself.
+void join(LinkEnds& ends, const LinkEnd& e) {
+  std::vector<LinkEnd> scratch;
+  const std::uint32_t begin = ends.begin_batch();
+  ends.add_to_batch(e);
+  ends.settle(begin, scratch);
+}
+
+/// Takes the earliest end out of `reference` and requires `ends` to pop the same one.
+void pop_as_reference(LinkEnds& ends, std::vector<LinkEnd>& reference) {
+  const auto first = std::min_element(reference.begin(), reference.end(), before);
+  const LinkEnd expected = *first;
+  reference.erase(first);
+  REQUIRE(ends.front().slot == expected.slot);
+  REQUIRE(ends.pop().slot == expected.slot);
+}
+
+/// Every end of `reference` is in `ends`, once, and no other.
+void check_same_ends(const LinkEnds& ends, const std::vector<LinkEnd>& reference) {
+  std::vector<int> in_ends, in_reference;
+  for (const LinkEnd& e : ends) in_ends.push_back(e.slot);
+  for (const LinkEnd& e : reference) in_reference.push_back(e.slot);
+  std::sort(in_ends.begin(), in_ends.end());
+  std::sort(in_reference.begin(), in_reference.end());
+  CHECK(in_ends == in_reference);
+}
+
 }  // namespace
 
 TEST_CASE("LinkEnds pops the earliest end first, ties in join order") {
   LinkEnds heap;
   CHECK(heap.empty());
-  // Pushed out of order; two ends at 5 bytes joined as 7th and 3rd, one at 2 bytes.
-  heap.push({5.0, 7, 0});
-  heap.push({9.0, 1, 1});
-  heap.push({5.0, 3, 2});
-  heap.push({2.0, 8, 3});
+  // Joined out of order; two ends at 5 bytes joined as 7th and 3rd, one at 2 bytes.
+  join(heap, {5.0, 7, 0});
+  join(heap, {9.0, 1, 1});
+  join(heap, {5.0, 3, 2});
+  join(heap, {2.0, 8, 3});
   CHECK(heap.size() == 4);
   CHECK(heap.front().slot == 3);
   std::vector<int> slots;
@@ -38,17 +65,17 @@ TEST_CASE("LinkEnds pops the earliest end first, ties in join order") {
 TEST_CASE("LinkEnds: a join count that wrapped still orders ties by join") {
   // 0xffff'fffe joined two flows before 1 did (the count wrapped in between).
   LinkEnds heap;
-  heap.push({4.0, 1, 0});
-  heap.push({4.0, 0xffff'fffeu, 1});
-  heap.push({4.0, 0xffff'ffffu, 2});
+  join(heap, {4.0, 1, 0});
+  join(heap, {4.0, 0xffff'fffeu, 1});
+  join(heap, {4.0, 0xffff'ffffu, 2});
   CHECK(heap.pop().slot == 1);
   CHECK(heap.pop().slot == 2);
   CHECK(heap.pop().slot == 0);
 }
 
-TEST_CASE("LinkEnds agrees with a sorted list over random pushes and pops") {
-  // Mixed pushes and pops, as a link sees joins and ends, through several growths of the block; the
-  // clocks are few distinct values so that ties are common.
+TEST_CASE("LinkEnds agrees with a sorted list over random single joins and pops") {
+  // Mixed joins and pops, as a link sees them, through several growths of the block; the clocks are
+  // few distinct values so that ties are common.
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> clock(0, 40);
   std::uniform_int_distribution<int> action(0, 9);
@@ -58,29 +85,19 @@ TEST_CASE("LinkEnds agrees with a sorted list over random pushes and pops") {
   for (int step = 0; step < 20'000; ++step) {
     if (reference.empty() || action(rng) < 6) {
       const LinkEnd e{static_cast<double>(clock(rng)), joined++, step};
-      heap.push(e);
+      join(heap, e);
       reference.push_back(e);
     } else {
-      const auto first = std::min_element(reference.begin(), reference.end(), before);
-      const LinkEnd expected = *first;
-      reference.erase(first);
-      const LinkEnd got = heap.pop();
-      REQUIRE(got.slot == expected.slot);
+      pop_as_reference(heap, reference);
     }
     REQUIRE(heap.size() == reference.size());
   }
-  // Every entry is there, once.
-  std::vector<int> in_heap, in_reference;
-  for (const LinkEnd& e : heap) in_heap.push_back(e.slot);
-  for (const LinkEnd& e : reference) in_reference.push_back(e.slot);
-  std::sort(in_heap.begin(), in_heap.end());
-  std::sort(in_reference.begin(), in_reference.end());
-  CHECK(in_heap == in_reference);
+  check_same_ends(heap, reference);
 }
 
 TEST_CASE("LinkEnds: a heap's children of a node share one cache line, and moved ends are kept") {
   LinkEnds heap;
-  for (int i = 0; i < 100; ++i) heap.push({static_cast<double>(100 - i), static_cast<std::uint32_t>(i), i});
+  for (int i = 0; i < 100; ++i) join(heap, {static_cast<double>(100 - i), static_cast<std::uint32_t>(i), i});
   const auto address = reinterpret_cast<std::uintptr_t>(heap.begin());
   // Entry 1 (the root's first child) starts a 64-byte line; so does every 4k + 1 after it.
   CHECK((address + sizeof(LinkEnd)) % 64 == 0);
@@ -89,7 +106,7 @@ TEST_CASE("LinkEnds: a heap's children of a node share one cache line, and moved
   CHECK(moved.size() == 100);
   CHECK(moved.pop().slot == 99);
   LinkEnds assigned;
-  assigned.push({1.0, 0, 7});
+  join(assigned, {1.0, 0, 7});
   assigned = std::move(moved);
   CHECK(assigned.size() == 99);
   CHECK(assigned.pop().slot == 98);
@@ -142,23 +159,14 @@ TEST_CASE("LinkEnds agrees with a sorted list over random batches, single joins 
       ends.settle(begin, scratch);
     } else if (a < 4 || reference.empty()) {
       const LinkEnd e{static_cast<double>(clock(rng)), joined++, slot++};
-      ends.push(e);
+      join(ends, e);
       reference.push_back(e);
     } else {
-      const auto first = std::min_element(reference.begin(), reference.end(), before);
-      const LinkEnd expected = *first;
-      reference.erase(first);
-      REQUIRE(ends.front().slot == expected.slot);
-      REQUIRE(ends.pop().slot == expected.slot);
+      pop_as_reference(ends, reference);
     }
     REQUIRE(ends.size() == reference.size());
   }
-  std::vector<int> in_ends, in_reference;
-  for (const LinkEnd& e : ends) in_ends.push_back(e.slot);
-  for (const LinkEnd& e : reference) in_reference.push_back(e.slot);
-  std::sort(in_ends.begin(), in_ends.end());
-  std::sort(in_reference.begin(), in_reference.end());
-  CHECK(in_ends == in_reference);
+  check_same_ends(ends, reference);
   // Emptied, it takes a batch as a fresh run.
   while (!ends.empty()) ends.pop();
   const std::uint32_t begin = ends.begin_batch();
