@@ -138,10 +138,18 @@ int run_command(const std::vector<std::string>& args) {
   text << "  EP " << spec.ep_degree << ", " << to_string(spec.placement) << " placement, balancer "
        << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n";
   // The sharing mode changes the figures (epochs within about its tolerance), so the summary says which.
-  text << "  bandwidth sharing " << to_string(spec.hardware.engine.bandwidth_sharing);
-  if (spec.hardware.engine.bandwidth_sharing == BandwidthSharing::epochs) {
-    text << " (tolerance " << spec.hardware.engine.epoch_tolerance << ")";
-  } else if (spec.hardware.engine.bandwidth_sharing == BandwidthSharing::per_link) {
+  const EngineSpec& engine = spec.hardware.engine;
+  const BandwidthSharing sharing = sharing_for(engine, spec.ep_degree);
+  text << "  bandwidth sharing ";
+  if (engine.bandwidth_sharing == BandwidthSharing::automatic) {
+    text << "auto: " << to_string(sharing) << " at " << spec.ep_degree << " GPUs (exact up to "
+         << engine.exact_max_gpus << ")";
+  } else {
+    text << to_string(sharing);
+  }
+  if (sharing == BandwidthSharing::epochs) {
+    text << " (tolerance " << engine.epoch_tolerance << ")";
+  } else if (sharing == BandwidthSharing::per_link) {
     text << " (each link shared on its own, not max-min)";
   }
   text << "\n\n";

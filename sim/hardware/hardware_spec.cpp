@@ -18,8 +18,14 @@ const char* to_string(BandwidthSharing sharing) {
     case BandwidthSharing::exact: return "exact";
     case BandwidthSharing::epochs: return "epochs";
     case BandwidthSharing::per_link: return "per_link";
+    case BandwidthSharing::automatic: return "auto";
   }
   return "exact";
+}
+
+BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus) {
+  if (engine.bandwidth_sharing != BandwidthSharing::automatic) return engine.bandwidth_sharing;
+  return num_gpus <= engine.exact_max_gpus ? BandwidthSharing::exact : BandwidthSharing::per_link;
 }
 
 }  // namespace epsim

@@ -103,7 +103,8 @@ struct EpBackendSpec {
 };
 
 /// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
-enum class BandwidthSharing { exact, epochs, per_link };
+enum class BandwidthSharing { exact, epochs, per_link, automatic };
+/// "exact", "epochs", "per_link" or "auto" (automatic), as written in a hardware file.
 const char* to_string(BandwidthSharing sharing);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
@@ -112,11 +113,21 @@ struct EngineSpec {
   /// it speeds up may keep their rates a little longer, so that several ends share one re-solve.
   /// per_link: each link shares itself equally among its flows on its own, not max-min (the coarse
   /// model for wide EP, sim/engine/per_link_sharing.hpp).
+  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, per_link beyond (sharing_for).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
+  /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact takes at most about 2 s a
+  /// layer and per_link can be far from it (6 to 7% on 2 nodes; 5 to 7% at EP 128 and 256 for UltraEP,
+  /// whose weight copies share ports with SM-limited token flows); beyond, exact grows as about EP^4
+  /// (minutes a layer at EP 1,024). docs/performance.md, "per_link".
+  int exact_max_gpus = 256;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
   /// busy time (FlowNetwork::Sharing::tolerance).
   double epoch_tolerance = 0.001;
 };
+
+/// The sharing a simulation of `num_gpus` GPUs runs with: `engine.bandwidth_sharing`, with auto
+/// resolved by the GPU count (never returns automatic).
+BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus);
 
 struct HardwareSpec {
   std::string name;

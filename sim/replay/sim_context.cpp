@@ -36,7 +36,8 @@ CommKernel SimContext::comm_kernel(TokenPhase phase) const {
 SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_gpus)
     : hw_(hw), model_(model), network_(queue_), topology_(hw, num_gpus, network_), gemm_(hw, model) {
   FlowNetwork::Sharing sharing;
-  switch (hw.engine.bandwidth_sharing) {
+  switch (sharing_for(hw.engine, num_gpus)) {
+    case BandwidthSharing::automatic:  // sharing_for resolves it
     case BandwidthSharing::exact: sharing.mode = FlowNetwork::SharingMode::exact; break;
     case BandwidthSharing::epochs: sharing.mode = FlowNetwork::SharingMode::epochs; break;
     case BandwidthSharing::per_link: sharing.mode = FlowNetwork::SharingMode::per_link; break;

@@ -1,0 +1,86 @@
+// engine.bandwidth_sharing: auto. Exact max-min sharing up to engine.exact_max_gpus simulated GPUs,
+// per_link beyond: read from a hardware file, resolved by the GPU count, and what a layer then runs
+// with (the same times, to the picosecond, as the mode it resolves to).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "sim/config/loaders.hpp"
+#include "sim/core/input_error.hpp"
+#include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/random_layer.hpp"
+#include "tests/test_paths.hpp"
+
+namespace {
+
+/// The H100 preset with `engine` appended as its engine block.
+std::string preset_with_engine(const std::string& engine) {
+  std::ifstream in((epsim::test::source_dir() / "models/h100-sxm-8.yaml").string());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = (epsim::test::scratch_dir("sharing_auto") / "hw.yaml").string();
+  std::ofstream(path) << text << "\nengine:\n" << engine;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("auto sharing: read from a hardware file, with its GPU threshold") {
+  using namespace epsim;
+  const HardwareSpec plain = load_hardware(preset_with_engine("  bandwidth_sharing: auto\n"));
+  CHECK(plain.engine.bandwidth_sharing == BandwidthSharing::automatic);
+  CHECK(plain.engine.exact_max_gpus == 256);
+  CHECK(std::string(to_string(BandwidthSharing::automatic)) == "auto");
+  const HardwareSpec set =
+      load_hardware(preset_with_engine("  bandwidth_sharing: auto\n  exact_max_gpus: 16\n"));
+  CHECK(set.engine.exact_max_gpus == 16);
+  CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: 0\n")), InputError);
+  CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: 12.5\n")), InputError);
+  CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: many\n")), InputError);
+}
+
+TEST_CASE("auto sharing: exact up to exact_max_gpus, per_link beyond, other modes whatever the size") {
+  using namespace epsim;
+  EngineSpec engine;
+  engine.bandwidth_sharing = BandwidthSharing::automatic;
+  CHECK(sharing_for(engine, 1) == BandwidthSharing::exact);
+  CHECK(sharing_for(engine, 256) == BandwidthSharing::exact);
+  CHECK(sharing_for(engine, 257) == BandwidthSharing::per_link);
+  CHECK(sharing_for(engine, 1024) == BandwidthSharing::per_link);
+  engine.exact_max_gpus = 16;
+  CHECK(sharing_for(engine, 16) == BandwidthSharing::exact);
+  CHECK(sharing_for(engine, 17) == BandwidthSharing::per_link);
+  for (const BandwidthSharing fixed : {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link}) {
+    engine.bandwidth_sharing = fixed;
+    CHECK(sharing_for(engine, 8) == fixed);
+    CHECK(sharing_for(engine, 2048) == fixed);
+  }
+}
+
+TEST_CASE("auto sharing: a layer runs with the mode its GPU count picks") {
+  // EP 16 (2 nodes) is where per_link departs most from exact (docs/performance.md, "per_link"), so
+  // the two modes give different times there and the test tells which one ran.
+  using namespace epsim;
+  HardwareSpec hw = load_hardware((test::source_dir() / "models/h100-sxm-8.yaml").string());
+  const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-128.yaml").string());
+  const int ep = 16;
+  hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
+  const Plan plan = test::random_static_plan(hw, model, ep, 2048, 1);
+  const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 2048);
+  const auto run = [&](BandwidthSharing sharing, int exact_max_gpus) {
+    hw.engine.bandwidth_sharing = sharing;
+    hw.engine.exact_max_gpus = exact_max_gpus;
+    return test::gpu_finish(simulate_layer(hw, model, plan, local, true), ep);
+  };
+  const std::vector<Time_ps> exact = run(BandwidthSharing::exact, 64);
+  const std::vector<Time_ps> per_link = run(BandwidthSharing::per_link, 64);
+  REQUIRE(exact != per_link);
+  CHECK(run(BandwidthSharing::automatic, 16) == exact);
+  CHECK(run(BandwidthSharing::automatic, 64) == exact);
+  CHECK(run(BandwidthSharing::automatic, 15) == per_link);
+  CHECK(run(BandwidthSharing::automatic, 8) == per_link);
+}
