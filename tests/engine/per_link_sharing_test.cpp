@@ -123,6 +123,33 @@ TEST_CASE("per_link: each link serves a flow on its own, which max-min does not"
   }
 }
 
+TEST_CASE("per_link: a flow held back elsewhere keeps its share of a port, which max-min passes on") {
+  // A weight copy beside an SM-limited token flow (docs/performance.md, "per_link": UltraEP's layers).
+  // Port P moves 1 byte/ps; the token flow t (1,000 bytes) also crosses its kernel's SM limit S, 0.25
+  // byte/ps; the copy w (1,000 bytes) crosses P only.
+  // Max-min: t moves at 0.25 (S), w takes the 0.75 t leaves on P: w ends at 1,000 / 0.75 = 1,333.3
+  // ps; t ends at 4,000. per_link: P gives each half, so w ends at 2,000, 50% late, while t still
+  // ends at 4,000 (S).
+  for (const bool per_link : {true, false}) {
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(per_link ? kPerLink : kExact);
+    const LinkId port = net.add_link("P", kBytePerPs_GBps);
+    const LinkId sms = net.add_link("S", kBytePerPs_GBps / 4);
+    Ends ends(2);
+    net.start_flow({sms, port}, 1000, 0, kNoCap, ends.at(0));
+    net.start_flow({port}, 1000, 0, kNoCap, ends.at(1));
+    q.run();
+    CHECK(ends.ended[0] == 4000);
+    if (per_link) {
+      CHECK(ends.ended[1] == 2000);
+    } else {
+      CHECK(ends.ended[1] >= 1333);
+      CHECK(ends.ended[1] <= 1334);  // rounded up to the picosecond
+    }
+  }
+}
+
 TEST_CASE("per_link: a rate cap bounds a flow on its own, as a link of its own would") {
   // Link 0.1 bytes per ps; flow 0 capped at 0.01 (1e5 bytes), flow 1 uncapped (9e5 bytes). Flow 0's
   // share of the link carries its bytes by 2e6 ps (0.05 each), its cap by 1e7: it ends at 1e7. Flow
