@@ -1,10 +1,10 @@
 #include "sim/engine/event_queue.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 namespace epsim {
 
@@ -17,12 +17,19 @@ constexpr std::size_t kStaleSlack = 256;
 // A slot's stamp is 32 bits; dropping every stale entry before 2^31 stamps have gone by means a
 // stale entry can never match its slot's stamp again after a wrap-around.
 constexpr std::size_t kMaxStale = std::size_t{1} << 31;
-// A bucket this small holds the next events to run (every later bucket is later in time): its
-// entries' slots are requested when it is split, so that each arrives while the earlier events run.
-// With many events pending, that cache miss per event, not the heap, is what costs.
-constexpr std::size_t kPrefetchBucket = 16;
+// Where a pass checks many entries against their slots, the slot of the entry this many ahead is
+// requested.
+constexpr std::ptrdiff_t kSlotsAhead = 16;
+// Chunk blocks double from 16 KiB to 2 MiB.
+constexpr std::size_t kFirstBlock_bytes = std::size_t{16} << 10;
+constexpr std::size_t kLastBlock_bytes = std::size_t{2} << 20;
 
 }  // namespace
+
+EventQueue::~EventQueue() {
+  for (std::size_t slot = 0; slot < states_.size(); ++slot)
+    if ((states_[slot].generation & 1) != 0) actions_[slot].call(actions_[slot].storage, Action::Op::destroy);
+}
 
 std::int64_t EventQueue::pending_slot(Handle handle) const {
   const std::uint64_t low = handle & kSlotMask;
@@ -33,7 +40,7 @@ std::int64_t EventQueue::pending_slot(Handle handle) const {
   return slot;
 }
 
-void EventQueue::check_not_past(Time_ps at_ps) const {
+void EventQueue::throw_bad_time(Time_ps at_ps) const {
   // A past timestamp would let time run backwards for whoever reads now() next: a caller's bug. The
   // radix heap relies on it too: every entry's time is >= the last time taken out.
   if (at_ps < now_ps_) {
@@ -41,35 +48,43 @@ void EventQueue::check_not_past(Time_ps at_ps) const {
                            " ps, before now (" + std::to_string(now_ps_) + " ps)");
   }
   // Beyond the horizon the sums of times that callers make could overflow.
-  if (at_ps > kMaxTime_ps)
-    throw TimeOverflow("an event at " + short_number(static_cast<double>(at_ps) * 1e-12) +
-                       " s is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  throw TimeOverflow("an event at " + short_number(static_cast<double>(at_ps) * 1e-12) +
+                     " s is beyond the simulation horizon of 1e+06 s (1e18 ps)");
 }
 
-EventQueue::Handle EventQueue::schedule_in(Time_ps delay_ps, Action action) {
-  // Checked before the addition, which could overflow for a delay near the int64 limit.
-  if (delay_ps > kMaxTime_ps - now_ps_)
-    throw TimeOverflow("an event " + short_number(static_cast<double>(delay_ps) * 1e-12) +
-                       " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
-  return schedule(now_ps_ + delay_ps, std::move(action));
+void EventQueue::throw_bad_delay(Time_ps delay_ps) {
+  throw TimeOverflow("an event " + short_number(static_cast<double>(delay_ps) * 1e-12) +
+                     " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
 }
 
-EventQueue::Handle EventQueue::schedule(Time_ps at_ps, Action action) {
-  check_not_past(at_ps);
-  if (!action) throw std::invalid_argument("EventQueue: empty action");
+void EventQueue::throw_empty_action() { throw std::invalid_argument("EventQueue: empty action"); }
+
+EventQueue::Handle EventQueue::insert_held(Time_ps at_ps, Action::Call call, std::uint64_t word0, std::uint64_t word1) {
   std::uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
     free_slots_.pop_back();
   } else {
-    if (states_.size() >= kSlotMask) throw std::length_error("EventQueue: too many pending events");
+    if (states_.size() >= kSlotMask) {
+      Action::Storage storage;
+      std::memcpy(storage.bytes, &word0, sizeof word0);
+      std::memcpy(storage.bytes + sizeof word0, &word1, sizeof word1);
+      call(storage, Action::Op::destroy);
+      throw std::length_error("EventQueue: too many pending events");
+    }
     slot = static_cast<std::uint32_t>(states_.size());
     states_.emplace_back();
     actions_.emplace_back();
   }
-  actions_[slot] = std::move(action);
-  const std::uint32_t generation = ++states_[slot].generation;  // odd: pending
-  push(at_ps, slot);
+  // Word by word: the words arrive in registers, and a copy through a local would be stored in two
+  // halves and loaded whole, which the core cannot forward.
+  HeldAction& held = actions_[slot];
+  held.call = call;
+  std::memcpy(held.storage.bytes, &word0, sizeof word0);
+  std::memcpy(held.storage.bytes + sizeof word0, &word1, sizeof word1);
+  SlotState& state = states_[slot];
+  const std::uint32_t generation = ++state.generation;  // odd: pending
+  append(bucket_of(at_ps), Entry{at_ps, slot, state.stamp});
   ++live_;
   return (static_cast<std::uint64_t>(generation) << 32) | (static_cast<std::uint64_t>(slot) + 1);
 }
@@ -77,20 +92,23 @@ EventQueue::Handle EventQueue::schedule(Time_ps at_ps, Action action) {
 bool EventQueue::cancel(Handle handle) {
   const std::int64_t slot = pending_slot(handle);
   if (slot < 0) return false;
+  // Released after the queue is consistent again, in case a captured object's destructor calls in.
+  HeldAction action = actions_[static_cast<std::size_t>(slot)];
   --live_;
   free_slot(static_cast<std::uint32_t>(slot));
   retire_entry(static_cast<std::uint32_t>(slot));
+  action.call(action.storage, Action::Op::destroy);
   return true;
 }
 
 bool EventQueue::reschedule(Handle handle, Time_ps at_ps) {
   const std::int64_t slot = pending_slot(handle);
   if (slot < 0) return false;
-  check_not_past(at_ps);
+  check_time(at_ps);
   // The old entry goes stale and a new one is appended: the moved event runs after those already
   // due at the same time, exactly as a fresh sequence number would order it.
   retire_entry(static_cast<std::uint32_t>(slot));
-  push(at_ps, static_cast<std::uint32_t>(slot));
+  append(bucket_of(at_ps), Entry{at_ps, static_cast<std::uint32_t>(slot), states_[static_cast<std::size_t>(slot)].stamp});
   return true;
 }
 
@@ -100,9 +118,8 @@ bool EventQueue::run_next() {
   if (live_ == 0) {
     // Whatever is left is stale. last_ps_ == now_ps_ here, so the heap starts over cleanly.
     if (stale_ > 0) {
-      for (auto& bucket : buckets_) bucket.clear();
-      head_ = 0;
-      nonempty_ = 0;
+      while (nonempty_words_ != 0) empty_bucket(lowest_bucket());
+      next_ = nullptr;
       stale_ = 0;
     }
     return false;
@@ -110,12 +127,12 @@ bool EventQueue::run_next() {
   const Entry top = pop_live();
   // Take the action out and retire the slot before running it: the action may schedule (and so
   // reuse this slot) or try to cancel itself, which must then report "not pending".
-  Action action = std::move(actions_[top.slot]);
+  HeldAction action = actions_[top.slot];
   --live_;
   free_slot(top.slot);
   now_ps_ = top.at_ps;
   ++events_run_;
-  action();
+  action.call(action.storage, Action::Op::run);
   return true;
 }
 
@@ -124,51 +141,126 @@ void EventQueue::run() {
   }
 }
 
-int EventQueue::bucket_of(Time_ps at_ps) const {
-  const std::uint64_t diff = static_cast<std::uint64_t>(at_ps) ^ static_cast<std::uint64_t>(last_ps_);
-  return diff == 0 ? 0 : 64 - __builtin_clzll(diff);
+void EventQueue::ChunkPool::Release::operator()(void* block) const { std::free(block); }
+
+void EventQueue::ChunkPool::refill() {
+  block_bytes_ = block_bytes_ == 0 ? kFirstBlock_bytes : std::min(2 * block_bytes_, kLastBlock_bytes);
+  void* block = std::aligned_alloc(chunk_bytes_, block_bytes_);
+  if (block == nullptr) throw std::bad_alloc();
+  blocks_.emplace_back(block);
+  char* bytes = static_cast<char*>(block);
+  for (std::size_t offset = block_bytes_; offset > 0; offset -= chunk_bytes_)
+    give(::new (bytes + offset - chunk_bytes_) Chunk{nullptr});
 }
 
-void EventQueue::push(Time_ps at_ps, std::uint32_t slot) {
-  const int b = bucket_of(at_ps);
-  buckets_[static_cast<std::size_t>(b)].push_back(Entry{at_ps, slot, states_[slot].stamp});
-  nonempty_ |= std::uint64_t{1} << b;
+EventQueue::Entry* EventQueue::add_chunk(int b) {
+  Chunk* chunk = pool(b).take();
+  chunk->next = nullptr;
+  Entry* const end = ends_[static_cast<std::size_t>(b)];
+  if (end == nullptr) {
+    heads_[static_cast<std::size_t>(b)] = chunk;
+    nonempty_[static_cast<std::size_t>(b / 64)] |= std::uint64_t{1} << (b % 64);
+    nonempty_words_ |= std::uint32_t{1} << (b / 64);
+  } else {
+    chunk_before(end, b)->next = chunk;
+  }
+  return entries_of(chunk);
 }
 
-void EventQueue::split_lowest_bucket() {
+void EventQueue::mark_empty(int b) {
+  heads_[static_cast<std::size_t>(b)] = nullptr;
+  ends_[static_cast<std::size_t>(b)] = nullptr;
+  std::uint64_t& word = nonempty_[static_cast<std::size_t>(b / 64)];
+  word &= ~(std::uint64_t{1} << (b % 64));
+  if (word == 0) nonempty_words_ &= ~(std::uint32_t{1} << (b / 64));
+}
+
+void EventQueue::empty_bucket(int b) {
+  for (Chunk* chunk = heads_[static_cast<std::size_t>(b)]; chunk != nullptr;) {
+    Chunk* next = chunk->next;
+    pool(b).give(chunk);
+    chunk = next;
+  }
+  mark_empty(b);
+}
+
+template <bool kDropStale>
+void EventQueue::split_bucket(int b) {
   // Every entry of the lowest non-empty bucket is earlier than every entry above it, so its
   // earliest time becomes last_ps_; relative to it, each entry lands in a strictly lower bucket.
   // Entries are moved in their order, so equal times stay in scheduling order.
-  const int b = __builtin_ctzll(nonempty_ & ~std::uint64_t{1});
-  std::vector<Entry>& source = buckets_[static_cast<std::size_t>(b)];
+  Chunk* const head = heads_[static_cast<std::size_t>(b)];
+  const Entry* const end = ends_[static_cast<std::size_t>(b)];
+  Chunk* const tail = chunk_before(end, b);
   Time_ps earliest = std::numeric_limits<Time_ps>::max();
-  for (const Entry& e : source) earliest = std::min(earliest, e.at_ps);
+  for (Chunk* chunk = head;; chunk = chunk->next) {
+    const Entry* const stop = chunk_end(chunk, b);
+    for (const Entry* e = entries_of(chunk); e != stop; ++e) earliest = std::min(earliest, e->at_ps);
+    if (chunk == tail) break;
+  }
   last_ps_ = earliest;
-  if (source.size() <= kPrefetchBucket) {
-    for (const Entry& e : source) {
-      __builtin_prefetch(&states_[e.slot]);
-      __builtin_prefetch(&actions_[e.slot]);
+  ChunkPool& source_pool = pool(b);
+  for (Chunk* chunk = head;;) {
+    const Entry* const stop = chunk_end(chunk, b);
+    for (const Entry* e = entries_of(chunk); e != stop; ++e) {
+      if (kDropStale) {
+        // The check misses the cache for most entries: their slots are requested kSlotsAhead
+        // entries before, so that the misses overlap.
+        if (stop - e > kSlotsAhead) __builtin_prefetch(&states_[e[kSlotsAhead].slot]);
+        if (!is_live(*e)) {
+          --stale_;
+          continue;
+        }
+      }
+      const int to = bucket_of(e->at_ps);
+      // Level 0 holds the next events to run (every other bucket is later in time): their slots
+      // are requested now, so that each arrives while the earlier ones run. With many events
+      // pending, that cache miss per event, not the heap, is what costs.
+      if (to < kDigits) {
+        __builtin_prefetch(&states_[e->slot]);
+        __builtin_prefetch(&actions_[e->slot].call);
+        __builtin_prefetch(&actions_[e->slot].storage.bytes[sizeof(Action::Storage) - 1]);
+      }
+      append(to, *e);
     }
+    Chunk* next = chunk->next;
+    source_pool.give(chunk);  // read to the end: the buckets filled next may take it
+    if (chunk == tail) break;
+    chunk = next;
   }
-  for (const Entry& e : source) {
-    const int to = bucket_of(e.at_ps);
-    buckets_[static_cast<std::size_t>(to)].push_back(e);
-    nonempty_ |= std::uint64_t{1} << to;
-  }
-  source.clear();
-  nonempty_ &= ~(std::uint64_t{1} << b);
+  mark_empty(b);
 }
 
 EventQueue::Entry EventQueue::pop_live() {
-  std::vector<Entry>& due = buckets_[0];
   while (true) {
-    if (head_ == due.size()) split_lowest_bucket();
-    const Entry e = due[head_++];
-    if (head_ == due.size()) {
-      due.clear();
-      head_ = 0;
-      nonempty_ &= ~std::uint64_t{1};
+    const int b = lowest_bucket();
+    if (b >= kDigits) {
+      // Stale entries are dropped where a split reads far-off entries anyway (two levels up, a
+      // bucket spans 65,536 ps or more): checking each there costs a lookup per entry, which the
+      // stale ones repay by moving no further.
+      if (stale_ != 0 && b >= 2 * kDigits) {
+        split_bucket<true>(b);
+      } else {
+        split_bucket<false>(b);
+      }
+      continue;
     }
+    // Level 0: the bucket of one time, a FIFO.
+    const Entry* p = next_ != nullptr ? next_ : entries_of(heads_[static_cast<std::size_t>(b)]);
+    const Entry e = *p++;
+    if (p == ends_[static_cast<std::size_t>(b)]) {
+      small_chunks_.give(chunk_before(p, b));
+      mark_empty(b);
+      next_ = nullptr;
+    } else if (at_chunk_end(p, b)) {
+      Chunk* done = chunk_before(p, b);
+      heads_[static_cast<std::size_t>(b)] = done->next;
+      small_chunks_.give(done);
+      next_ = nullptr;
+    } else {
+      next_ = p;
+    }
+    last_ps_ = e.at_ps;
     if (is_live(e)) return e;
     --stale_;
   }
@@ -177,27 +269,58 @@ EventQueue::Entry EventQueue::pop_live() {
 void EventQueue::retire_entry(std::uint32_t slot) {
   ++states_[slot].stamp;
   ++stale_;
-  if (stale_ > live_ + kStaleSlack || stale_ >= kMaxStale) drop_stale_entries();
+  if (__builtin_expect(stale_ > live_ + kStaleSlack || stale_ >= kMaxStale, 0)) drop_stale_entries();
 }
 
 void EventQueue::drop_stale_entries() {
-  // Stable, so equal times keep their scheduling order.
-  const auto stale = [this](const Entry& e) { return !is_live(e); };
-  std::vector<Entry>& due = buckets_[0];
-  due.erase(std::remove_if(due.begin() + static_cast<std::ptrdiff_t>(head_), due.end(), stale), due.end());
-  due.erase(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(head_));
-  head_ = 0;
-  nonempty_ = 0;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    std::vector<Entry>& bucket = buckets_[b];
-    if (b > 0) bucket.erase(std::remove_if(bucket.begin(), bucket.end(), stale), bucket.end());
-    if (!bucket.empty()) nonempty_ |= std::uint64_t{1} << b;
-  }
+  // Bucket by bucket, the lowest (a partly taken FIFO when on level 0) from next_ on.
   stale_ = 0;
+  if (nonempty_words_ == 0) return;
+  const int lowest = lowest_bucket();
+  const std::array<std::uint64_t, kBucketWords> words = nonempty_;
+  for (std::size_t w = 0; w < words.size(); ++w) {
+    for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      const int b = static_cast<int>(w * 64) + __builtin_ctzll(bits);
+      drop_stale_in(b, b == lowest && next_ != nullptr ? next_ : entries_of(heads_[static_cast<std::size_t>(b)]));
+    }
+  }
+  next_ = nullptr;
+}
+
+void EventQueue::drop_stale_in(int b, const Entry* first) {
+  // Stable and in place: live entries are copied forward, so equal times keep their order.
+  Chunk* const head = heads_[static_cast<std::size_t>(b)];
+  Chunk* const tail = chunk_before(ends_[static_cast<std::size_t>(b)], b);
+  Chunk* write_chunk = head;
+  Entry* write = entries_of(head);
+  for (Chunk* chunk = head;; chunk = chunk->next) {
+    const Entry* const stop = chunk_end(chunk, b);
+    for (const Entry* e = chunk == head ? first : entries_of(chunk); e != stop; ++e) {
+      // The slot of the entry kSlotsAhead on is requested now, so that the checks' misses overlap.
+      if (stop - e > kSlotsAhead) __builtin_prefetch(&states_[e[kSlotsAhead].slot]);
+      if (!is_live(*e)) continue;
+      if (at_chunk_end(write, b)) {
+        write_chunk = write_chunk->next;
+        write = entries_of(write_chunk);
+      }
+      *write++ = *e;
+    }
+    if (chunk == tail) break;
+  }
+  if (write == entries_of(head)) {
+    empty_bucket(b);
+    return;
+  }
+  for (Chunk* chunk = write_chunk->next; chunk != nullptr;) {
+    Chunk* next = chunk->next;
+    pool(b).give(chunk);
+    chunk = next;
+  }
+  write_chunk->next = nullptr;
+  ends_[static_cast<std::size_t>(b)] = write;
 }
 
 void EventQueue::free_slot(std::uint32_t slot) {
-  actions_[slot] = nullptr;  // releases captured state now, not when the slot is reused
   ++states_[slot].generation;  // even: free
   free_slots_.push_back(slot);
 }

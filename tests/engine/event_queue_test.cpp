@@ -4,6 +4,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -310,4 +311,99 @@ TEST_CASE("EventQueue matches a std::multimap under 200k random operations, acti
   CHECK_FALSE(q.run_next());
   CHECK(checked > 50'000);
   CHECK(q.events_run() == checked);
+}
+
+TEST_CASE("EventQueue runs and releases actions too large to be held inline") {
+  // A shared_ptr is not trivially copyable, and five pointers exceed 16 bytes: both go to the heap.
+  EventQueue q;
+  const auto token = std::make_shared<int>(7);
+  std::vector<int> ran;
+  q.schedule(2, [token, &ran] { ran.push_back(*token); });
+  const int a = 1, b = 2, c = 3, d = 4;
+  q.schedule(1, [&ran, &a, &b, &c, &d] { ran.push_back(a + b + c + d); });
+  const auto cancelled = q.schedule(3, [token, &ran] { ran.push_back(-1); });
+  CHECK(token.use_count() == 3);
+  CHECK(q.cancel(cancelled));
+  CHECK(token.use_count() == 2);  // released by the cancel, not when the slot is reused
+  q.run();
+  CHECK(ran == std::vector<int>{10, 7});
+  CHECK(token.use_count() == 1);  // released once run
+  {
+    EventQueue pending_at_end;
+    pending_at_end.schedule(5, [token] {});
+    CHECK(token.use_count() == 2);
+  }
+  CHECK(token.use_count() == 1);  // released with the queue
+}
+
+TEST_CASE("EventQueue takes std::function and function pointers, and refuses empty ones") {
+  EventQueue q;
+  static int calls = 0;
+  calls = 0;
+  std::function<void()> counted = [] { ++calls; };
+  q.schedule(1, counted);  // copied: the original stays usable
+  q.schedule(2, std::move(counted));
+  void (*pointer)() = [] { calls += 10; };
+  q.schedule_in(3, pointer);
+  q.run();
+  CHECK(calls == 12);
+  CHECK_THROWS_AS(q.schedule(5, std::function<void()>{}), std::invalid_argument);
+  CHECK_THROWS_AS(q.schedule(5, static_cast<void (*)()>(nullptr)), std::invalid_argument);
+  CHECK(q.empty());
+}
+
+TEST_CASE("EventQueue keeps scheduling order over many entries of one far-off time") {
+  // 1,000 events at one time 2^20 ps ahead fill several chunks of a far-off bucket; events at
+  // nearby times and moves of some of them are interleaved. Hand-worked order: by time, then by
+  // the order of the schedule() or reschedule() calls.
+  EventQueue q;
+  std::vector<int> order;
+  const Time_ps far_ps = Time_ps{1} << 20;
+  std::vector<EventQueue::Handle> handles;
+  for (int i = 0; i < 1000; ++i) {
+    handles.push_back(q.schedule(far_ps, [&order, i] { order.push_back(i); }));
+    if (i % 100 == 0) q.schedule(far_ps - 1, [&order, i] { order.push_back(-i - 1); });
+  }
+  // Moving i = 0, 10, 20, ... to the same time puts it behind all 1,000, in the order of the moves.
+  for (int i = 0; i < 1000; i += 10) CHECK(q.reschedule(handles[static_cast<std::size_t>(i)], far_ps));
+  q.run();
+  std::vector<int> expected;
+  for (int i = 0; i < 1000; i += 100) expected.push_back(-i - 1);
+  for (int i = 0; i < 1000; ++i)
+    if (i % 10 != 0) expected.push_back(i);
+  for (int i = 0; i < 1000; i += 10) expected.push_back(i);
+  CHECK(order == expected);
+}
+
+TEST_CASE("EventQueue drops the stale entries of far-off buckets and keeps the order of the rest") {
+  // Events 2^17 to 2^18 ps ahead sit two levels up, where a split drops stale entries: 3,000
+  // events, 2,000 of them moved once or twice (some to times already taken), checked against a
+  // std::multimap (equal keys in insertion order, i.e. scheduling order).
+  EventQueue q;
+  std::multimap<Time_ps, int> reference;
+  std::vector<std::pair<EventQueue::Handle, std::multimap<Time_ps, int>::iterator>> events;
+  std::vector<int> popped;
+  std::uint64_t rng = 4242;
+  const auto next = [&] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng >> 33;
+  };
+  const auto far_time = [&] { return (Time_ps{1} << 17) + static_cast<Time_ps>(next() % 2000) * 64; };
+  for (int i = 0; i < 3000; ++i) {
+    const Time_ps at = far_time();
+    events.emplace_back(q.schedule(at, [&popped, i] { popped.push_back(i); }), reference.emplace(at, i));
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = round; i < 3000; i += 3) {
+      const Time_ps at = far_time();
+      auto& [handle, where] = events[static_cast<std::size_t>(i)];
+      REQUIRE(q.reschedule(handle, at));
+      reference.erase(where);
+      where = reference.emplace(at, i);
+    }
+  }
+  q.run();
+  std::vector<int> expected;
+  for (const auto& [at, id] : reference) expected.push_back(id);
+  CHECK(popped == expected);
 }
