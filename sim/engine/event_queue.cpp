@@ -107,8 +107,9 @@ bool EventQueue::reschedule(Handle handle, Time_ps at_ps) {
   check_time(at_ps);
   // The old entry goes stale and a new one is appended: the moved event runs after those already
   // due at the same time, exactly as a fresh sequence number would order it.
-  retire_entry(static_cast<std::uint32_t>(slot));
-  append(bucket_of(at_ps), Entry{at_ps, static_cast<std::uint32_t>(slot), states_[static_cast<std::size_t>(slot)].stamp});
+  const std::uint32_t index = static_cast<std::uint32_t>(slot);
+  retire_entry(index);
+  append(bucket_of(at_ps), Entry{at_ps, index, states_[index].stamp});
   return true;
 }
 

@@ -7,10 +7,10 @@
 // the keys are monotone integers and an entry only ever moves to lower buckets, each move a sequential
 // append. A comparison heap instead walks log(n) levels of a large array per event, which falls out of
 // the cache beyond ~10k pending events. With a byte per level an entry moves at most once per byte in
-// which its time differs from now: two or three times for events up to microseconds ahead, where one
-// bucket per bit moved it about once per bit. Cancelled and moved events leave their old entry in
-// place, marked stale by a per-slot stamp; stale entries are dropped when reached, when a split of a
-// far-off bucket reads them, or in one pass once they pile up.
+// which its time differs from now: at most twice for events up to 16 us ahead, three times up to
+// 4 ms, where one bucket per bit moved it about once per bit. Cancelled and moved events leave their
+// old entry in place, marked stale by a per-slot stamp; stale entries are dropped when reached, when
+// a split of a far-off bucket reads them, or in one pass once they pile up.
 #pragma once
 
 #include <array>
@@ -178,9 +178,9 @@ class EventQueue {
   // within 65,536 ps of last_ps_) hold few entries a bucket and are read soon after they are filled:
   // chunks of 256 bytes, 15 entries. Above, a bucket collects entries for a long time and is read
   // when its time comes, long after they left the core's cache: chunks of 4 KiB, 255 entries, which
-  // the hardware prefetcher streams, where small scattered chunks would cost a miss each. A chunk is its link followed by
-  // its entries, aligned to its size, so that a pointer one past its last entry is aligned: a
-  // bucket is its first chunk and the end of its entries, nothing else.
+  // the hardware prefetcher streams, where small scattered chunks would cost a miss each. A chunk
+  // is its link followed by its entries, aligned to its size, so that a pointer one past its last
+  // entry is aligned: a bucket is its first chunk and the end of its entries, nothing else.
   struct alignas(16) Chunk {
     Chunk* next;
   };
