@@ -38,7 +38,9 @@ struct Domain {
   // The oracle's state, sized once and reset for every cap.
   std::vector<std::int64_t> slack;
   std::vector<int> slots_used;
-  std::vector<char> has_copy;  ///< whether the expert being exported already has a copy on the rank
+  /// The slack of a rank that can take a copy of the expert being exported (a free slot, no copy of
+  /// it yet), else 0: the oracle's whole test of a target, kept up to date move by move.
+  std::vector<std::int64_t> open_slack;
   std::vector<UltraEpMove> moves;  ///< the moves of the last cap tried
 };
 
@@ -106,11 +108,14 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
   std::vector<UltraEpMove>& moves = d.moves;
   moves.clear();
   if (!capacity_feasible(cap, d)) return false;
+  // Every search has a spare slot per GPU (search_domain returns before it without one), so every
+  // rank starts open.
   for (int r = 0; r < g_count; ++r) {
     d.slack[r] = std::max<std::int64_t>(cap - d.rank_load[r], 0);
     d.slots_used[r] = 0;
-    d.has_copy[r] = 0;
+    d.open_slack[r] = d.slack[r];
   }
+  std::int64_t* open_slack = d.open_slack.data();
   for (int src : d.sources) {
     std::int64_t need = d.rank_load[src] - cap;
     if (need <= 0) continue;
@@ -121,41 +126,45 @@ bool quotas_for(std::int64_t cap, Domain& d, const std::vector<std::int64_t>& ex
       const std::size_t first_move = moves.size();
       while (need > 0 && available > 0) {
         // A source's own rank has no slack (it is above T), and neither has a master's home when its
-        // expert is exported: a copy never lands beside its master.
-        // Bitwise, not short-circuit: the ranks' conditions mix at random, and the loops below stay
-        // free of branches that depend on them.
-        auto open = [&](int t) {
-          return (d.slack[t] > 0) & (d.slots_used[t] < p.spare_slots_per_gpu) & (d.has_copy[t] == 0);
-        };
+        // expert is exported: a copy never lands beside its master. A rank is open when it has slack,
+        // a free slot and no copy of the expert: when its open_slack is positive.
         std::int64_t floor_q = p.min_tokens_per_replica;
         if (dynamic_floor) {
           std::int64_t feasible = 0;
-          for (int t = 0; t < g_count; ++t) feasible += open(t) ? 1 : 0;
+          for (int t = 0; t < g_count; ++t) feasible += open_slack[t] > 0 ? 1 : 0;
           if (feasible == 0) break;
           floor_q = std::max<std::int64_t>(1, (need + feasible - 1) / feasible);
         }
-        // The largest slack, ties: lower index (an open rank has some slack).
+        // A target's quota is min(need, slack, available): no rank fits unless the first and last do.
+        if (std::min(need, available) < floor_q) break;
+        // The largest slack among the open ranks whose slack reaches the floor, ties: lower index.
+        // The strict comparison with target_slack >= 0 leaves out the closed ranks (open_slack 0)
+        // whatever the floor. Bitwise, not short-circuit: the ranks' conditions mix at random, and the
+        // loop stays free of branches that depend on them.
         int target = -1;
         std::int64_t target_slack = 0;
         for (int t = 0; t < g_count; ++t) {
-          const bool fits = open(t) & (std::min({need, d.slack[t], available}) >= floor_q);
-          if (fits & (d.slack[t] > target_slack)) {
+          const std::int64_t slack = open_slack[t];
+          if ((slack >= floor_q) & (slack > target_slack)) {
             target = t;
-            target_slack = d.slack[t];
+            target_slack = slack;
           }
         }
         if (target < 0) break;
-        const std::int64_t q = std::min({need, d.slack[target], available});
+        const std::int64_t q = std::min({need, target_slack, available});
         moves.push_back({e, d.first + target, q});
         d.slack[target] -= q;
         ++d.slots_used[target];
-        d.has_copy[target] = 1;
+        open_slack[target] = 0;  // it has a copy of e now
         available -= q;
         need -= q;
       }
-      // An expert is exported from its home rank only, once per cap, so the copies marked are this
-      // expert's alone: unmark them for the next one.
-      for (std::size_t k = first_move; k < moves.size(); ++k) d.has_copy[moves[k].gpu - d.first] = 0;
+      // An expert is exported from its home rank only, once per cap, so the copies made are this
+      // expert's alone: its targets reopen for the next one where they have slack and a free slot.
+      for (std::size_t k = first_move; k < moves.size(); ++k) {
+        const int t = moves[k].gpu - d.first;
+        open_slack[t] = d.slots_used[t] < p.spare_slots_per_gpu ? d.slack[t] : 0;
+      }
       if (need == 0) break;
     }
     if (need > 0) return false;
@@ -185,6 +194,7 @@ struct SplitInstance {
   int gpu = 0;
   int instance = 0;  ///< its index in the plan
   std::int64_t quota = 0;
+  std::uint64_t key = 0;  ///< instance << 32: a route's (src_rank, instance) word less its source
 };
 
 /// An instance that shares a source's leftover tokens, with what share_left reads of it side by side.
@@ -219,14 +229,17 @@ struct ExpertSplit {
   int k = 0;
   /// With locality, a source that hosts an instance has either kept all its tokens there or filled
   /// that instance's quota, so every source with tokens left splits them over the same instances: those
-  /// with room. Without locality, over all of them.
+  /// with room. Without locality, over all of them. eligible[0 .. m) are they; eligible[m .. k) hold
+  /// the indices of the others (room 0), whose tokens from a source that hosts none are 0.
   const Eligible* eligible = nullptr;
   int m = 0;
   std::int64_t total_room = 0;  ///< the rooms' sum (every source's leftover tokens together)
   std::uint64_t inverse = 0;  ///< floor((2^64 - 1) / total_room), for divide()
   bool locality_aware = true;
   int expert = 0;
-  std::size_t table = 0;  ///< where its sources' splits start in plan()'s table (k entries a source)
+  /// Where its k entries start in each source's row of plan()'s table (the instances of all experts
+  /// with copies, in split_instances' order).
+  std::size_t table = 0;
 };
 
 /// The most eligible instances for which share_left compares every pair of remainders (m (m - 1) / 2
@@ -244,8 +257,8 @@ inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tok
   const std::uint64_t key_a = static_cast<std::uint64_t>(frac_a) << kTieBits | a.tie_key;
   const std::uint64_t key_b = static_cast<std::uint64_t>(x.total_room - frac_a) << kTieBits | b.tie_key;
   const std::int64_t to_a = frac_a != 0 && key_a > key_b ? 1 : 0;
-  tokens[a.index] += share + to_a;
-  tokens[b.index] += left - share - to_a;
+  tokens[a.index] = share + to_a;
+  tokens[b.index] = left - share - to_a;
 }
 
 /// The shares by division of all but the last of `m` eligible instances, with their keys; returns
@@ -283,13 +296,16 @@ void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens)
   std::uint64_t key[M];
   const std::int64_t extra = divide_shares(x, M, left, share, key);
   int larger[M] = {};  // how many keys are larger than each
+  // Unrolled whole (GCC and Clang read this pragma), so that the counts stay in registers.
+#pragma GCC unroll 8
   for (int t = 0; t < M; ++t)
+#pragma GCC unroll 8
     for (int j = t + 1; j < M; ++j) {
       const int t_larger = key[t] > key[j] ? 1 : 0;
       larger[j] += t_larger;
       larger[t] += 1 - t_larger;
     }
-  for (int t = 0; t < M; ++t) tokens[x.eligible[t].index] += share[t] + (larger[t] < extra ? 1 : 0);
+  for (int t = 0; t < M; ++t) tokens[x.eligible[t].index] = share[t] + (larger[t] < extra ? 1 : 0);
 }
 
 /// share_many's working space, for up to `share.size()` eligible instances (key: twice as many).
@@ -305,7 +321,7 @@ void share_many(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, S
   std::int64_t* share = work.share.data();
   std::uint64_t* key = work.key.data();
   const std::int64_t extra = divide_shares(x, m, left, share, key);
-  for (int t = 0; t < m; ++t) tokens[x.eligible[t].index] += share[t];
+  for (int t = 0; t < m; ++t) tokens[x.eligible[t].index] = share[t];
   if (extra == 0) return;
   std::uint64_t* order = key + m;
   std::copy(key, key + m, order);
@@ -315,13 +331,14 @@ void share_many(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, S
 }
 
 /// Shares `left` tokens of a source over the expert's eligible instances in proportion to their
-/// room, largest remainder first: tokens[i] += instance i's share. Keys are distinct (an expert's
-/// instances are on distinct GPUs, and have distinct indices), so the instances that get the extra
-/// tokens are one set however they are selected.
+/// room, largest remainder first: tokens[i] = instance i's share for every eligible i (the others'
+/// entries are left as they are). Keys are distinct (an expert's instances are on distinct GPUs, and
+/// have distinct indices), so the instances that get the extra tokens are one set however they are
+/// selected.
 inline void share_left(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens, ShareWork& work) {
   switch (x.m) {
     case 1:  // its room is all the room there is: the whole share, nothing left over
-      tokens[x.eligible[0].index] += left;
+      tokens[x.eligible[0].index] = left;
       return;
     case 2: share_two(x, left, tokens); return;
     case 3: share_ranked<3>(x, left, tokens); return;
@@ -345,8 +362,66 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
     kept += tokens[i];
   }
   const std::int64_t left = count - kept;
+  // With tokens left, s's own instance is full (its host's tokens reach its quota), so it has no room
+  // and share_left, which writes the eligible instances only, keeps what s kept there.
   if (left == 0) return;
   share_left(x, left, tokens, work);
+}
+
+/// Every sending source's split of expert x: source s's tokens for instance i go to
+/// out[s * row + i], the column of counts being column[s * stride]; returns how many sources send.
+/// `share` is share_left for x's number of eligible instances, a template argument so that the
+/// choice is made once per expert and the share is computed in line. With locality, `hosts` marks the
+/// GPUs of x's instances: those sources keep their own tokens first.
+template <typename Share>
+int split_column(const ExpertSplit& x, const std::uint32_t* column, std::size_t stride, int n, const char* hosts,
+                 std::int64_t* out, std::size_t row, ShareWork& work, Share share) {
+  const int k = x.k;
+  int sending = 0;
+  for (int s = 0; s < n; ++s, out += row) {
+    const std::int64_t c = column[static_cast<std::size_t>(s) * stride];
+    if (c == 0) continue;
+    ++sending;
+    if (hosts[s]) {
+      split_source(x, s, c, out, work);
+      continue;
+    }
+    for (int t = x.m; t < k; ++t) out[x.eligible[t].index] = 0;
+    share(c, out);
+  }
+  return sending;
+}
+
+/// Writes a route's four fields that change at `route`, in a buffer whose via_gpu and stage are
+/// already -1 and 0, and returns the next route. src_rank and instance go in as one 8-byte word
+/// (src_rank low): the compiler does not merge the two 4-byte stores, and a store fewer per route is
+/// a tenth of the routes' time.
+inline TokenRoute* put_route(TokenRoute* route, std::uint64_t src_and_instance, std::int64_t tokens, Carrier carrier) {
+  std::memcpy(&route->src_rank, &src_and_instance, sizeof src_and_instance);
+  route->tokens = tokens;
+  route->carrier = carrier;
+  return route + 1;
+}
+
+/// The routes from source `src` to the masters of experts [from, to) of its row of counts, none of
+/// them with copies or homed on src: all on the EP backend, so that the loop decides nothing but
+/// whether a count is zero. Returns the route after the last.
+inline TokenRoute* remote_routes(TokenRoute* route, const std::uint32_t* row, int from, int to, std::uint64_t src) {
+  std::uint64_t src_and_instance = src | static_cast<std::uint64_t>(from) << 32;
+  for (const std::uint32_t* count = row + from; count != row + to; ++count, src_and_instance += std::uint64_t{1} << 32)
+    if (*count != 0) route = put_route(route, src_and_instance, *count, Carrier::ep_backend);
+  return route;
+}
+
+/// The routes from source s of an expert with copies: tokens[i] to instances[i] for the k instances.
+inline TokenRoute* split_routes(TokenRoute* route, const std::int64_t* tokens, const SplitInstance* instances, int k,
+                                int s) {
+  const std::uint64_t src = static_cast<std::uint32_t>(s);
+  for (int i = 0; i < k; ++i)
+    if (tokens[i] != 0)
+      route = put_route(route, src | instances[i].key, tokens[i],
+                        instances[i].gpu == s ? Carrier::none : Carrier::ep_backend);
+  return route;
 }
 
 /// ultraep_domain_quotas with its moves left in d.moves (the result's are empty). `d` is the search's
@@ -376,7 +451,7 @@ UltraEpDomainQuotas search_domain(const std::vector<std::int64_t>& expert_load, 
   });
   d.slack.resize(num_domain_gpus);
   d.slots_used.resize(num_domain_gpus);
-  d.has_copy.resize(num_domain_gpus);
+  d.open_slack.resize(num_domain_gpus);
 
   const std::int64_t total = std::accumulate(d.rank_load.begin(), d.rank_load.end(), std::int64_t{0});
   const std::int64_t max_load = *std::max_element(d.rank_load.begin(), d.rank_load.end());
@@ -470,7 +545,6 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
 /// call (a few dozen allocations against the plan's own).
 struct UltraEp::Workspace {
   std::vector<std::int64_t> load;
-  std::vector<int> senders;
   std::vector<int> home;
   MastersByGpu masters_of;
   Domain domain;
@@ -501,19 +575,31 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   const int experts = context.model->num_experts;
   // A bug in the caller, not bad input; checked always because a zero would loop forever.
   if (context.gpus_per_node <= 0) throw std::logic_error("ultraep: gpus_per_node must be positive");
-  // The counts once, row by row as they lie in memory: each expert's load and the number of sources
-  // that send it tokens (its routes when it has no copy).
+  // The counts once, row by row as they lie in memory: each expert's load, and how many (source,
+  // expert) pairs send tokens (the routes, were there no copies).
   Workspace& w = *work_;
   const std::uint32_t* counts = record.counts.data();
   std::vector<std::int64_t>& load = w.load;
-  std::vector<int>& senders = w.senders;
   load.assign(experts, 0);
-  senders.assign(experts, 0);
-  for (int s = 0; s < n; ++s) {
+  std::size_t sending_pairs = 0;
+  // Two rows at a time, so that each load is read and written once per pair; the 32-bit counters
+  // need no widening.
+  int s = 0;
+  for (; s + 1 < n; s += 2) {
+    const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
+    const std::uint32_t* next = row + experts;
+    std::uint32_t sending = 0;
+    for (int e = 0; e < experts; ++e) {
+      load[e] += static_cast<std::int64_t>(row[e]) + next[e];
+      sending += (row[e] != 0 ? 1 : 0) + (next[e] != 0 ? 1 : 0);
+    }
+    sending_pairs += sending;
+  }
+  if (s < n) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
       load[e] += row[e];
-      senders[e] += row[e] != 0 ? 1 : 0;
+      sending_pairs += row[e] != 0 ? 1 : 0;
     }
   }
   std::vector<int>& home = w.home;
@@ -622,36 +708,47 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     inst[0].gpu = home[e];
     inst[0].instance = e;
     inst[0].quota = master_quota[e];
+    inst[0].key = static_cast<std::uint64_t>(e) << 32;
     for (int i = 1; i < x.k; ++i) {
       const int j = copy_begin[e] + i - 1;
       inst[i].gpu = copy_gpu[j];
       inst[i].instance = experts + j;
       inst[i].quota = copy_quota[j];
+      inst[i].key = static_cast<std::uint64_t>(experts + j) << 32;
     }
     Eligible* elig = eligible.data() + first;
+    int ineligible = x.k;
     for (int i = 0; i < x.k; ++i) {
       const std::int64_t own = locality ? counts[static_cast<std::size_t>(inst[i].gpu) * experts + e] : 0;
       const std::int64_t room = inst[i].quota - std::min(own, inst[i].quota);
       x.total_room += room;
       if (!locality || room > 0)
         elig[x.m++] = {room, kTieMask - static_cast<std::uint64_t>(locality ? inst[i].gpu : i), i};
+      else
+        elig[--ineligible] = {0, 0, i};
     }
     x.instances = inst;
     x.eligible = elig;
     x.inverse = x.total_room > 0 ? ~std::uint64_t{0} / static_cast<std::uint64_t>(x.total_room) : 0;
     x.locality_aware = locality;
     x.expert = e;
-    x.table = static_cast<std::size_t>(first) * n;
+    x.table = static_cast<std::size_t>(first);
     first += x.k;
   }
 
   // Every sending source's split of every expert with copies, expert by expert (the same instances,
   // rooms and divisor for all of an expert's sources, so that the split's branches go the same way
   // from one source to the next): source s's tokens for instance i of split x are
-  // split_tokens[x.table + s * x.k + i]. Only a source that hosts one of the expert's instances keeps
-  // tokens (with locality); the others share all of theirs.
+  // split_tokens[s * row + x.table + i], row being all the experts' instances, so that the routes,
+  // written source by source, read them in order. Only a source that hosts one of the expert's
+  // instances keeps tokens (with locality); the others share all of theirs.
+  const std::size_t split_row = split_instances.size();
   std::vector<std::int64_t>& split_tokens = w.split_tokens;
-  split_tokens.assign(split_instances.size() * static_cast<std::size_t>(n), 0);
+  // Only the rows of sources that send the expert tokens are written, and read: the others keep
+  // whatever an earlier call left there.
+  split_tokens.resize(split_instances.size() * static_cast<std::size_t>(n));
+  // The most routes there can be: a sending source reaches at most each instance of the expert.
+  std::size_t most_routes = sending_pairs;
   {
     ShareWork& work = w.share_work;
     work.share.resize(most_instances);
@@ -662,19 +759,27 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 1;
       const std::uint32_t* column = counts + x.expert;
-      std::int64_t* out = split_tokens.data() + x.table;
-      // The common case, two instances sharing, has a loop of its own without share_left's call.
-      const bool two = x.m == 2;
-      for (int s = 0; s < n; ++s, out += x.k) {
-        const std::int64_t c = column[static_cast<std::size_t>(s) * experts];
-        if (c == 0) continue;
-        if (hosts[s])
-          split_source(x, s, c, out, work);
-        else if (two)
-          share_two(x, c, out);
-        else
-          share_left(x, c, out, work);
+      std::int64_t* out = split_tokens.data() + x.table;  // source 0's
+      int sending = 0;
+      auto split = [&](auto share) {
+        sending = split_column(x, column, experts, n, hosts.data(), out, split_row, work, share);
+      };
+      switch (x.m) {
+        case 1:  // its room is all the room there is: the whole share, nothing left over
+          split([&x](std::int64_t left, std::int64_t* tokens) { tokens[x.eligible[0].index] = left; });
+          break;
+        case 2: split([&x](std::int64_t left, std::int64_t* tokens) { share_two(x, left, tokens); }); break;
+        case 3: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<3>(x, left, tokens); }); break;
+        case 4: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<4>(x, left, tokens); }); break;
+        case 5: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<5>(x, left, tokens); }); break;
+        case 6: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<6>(x, left, tokens); }); break;
+        case 7: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<7>(x, left, tokens); }); break;
+        case 8: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<8>(x, left, tokens); }); break;
+        default:
+          split([&x, &work](std::int64_t left, std::int64_t* tokens) { share_many(x, left, tokens, work); });
+          break;
       }
+      most_routes += static_cast<std::size_t>(sending) * (x.k - 1);
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 0;
     }
@@ -682,47 +787,48 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
   // Each source's are written through a pointer into w.routes, room for one source's routes (at
   // most one per instance) that stays in the first-level cache, and appended to the plan with one
-  // memcpy (TokenRoute is trivial) into room reserved once for the most there can be (a sending
-  // source reaches at most each instance of the expert). Appending them to the plan one by one (a
-  // capacity check and a size update each) cost more than the rest of plan(); so did sizing the
-  // plan's routes before writing them, and writing them all to a buffer the size of the plan's before
-  // copying them (each a second pass through the second-level cache). w.routes is filled with direct
-  // routes when it grows and keeps their via_gpu and stage: the loop writes the four other fields.
-  std::size_t most_routes = 0;
-  for (int e = 0; e < experts; ++e)
-    most_routes += static_cast<std::size_t>(senders[e]) * (1 + copy_begin[e + 1] - copy_begin[e]);
+  // memcpy (TokenRoute is trivial) into room reserved once for the most there can be. Appending them
+  // to the plan one by one (a capacity check and a size update each) cost more than the rest of
+  // plan(); so did sizing the plan's routes before writing them, and writing them all to a buffer the
+  // size of the plan's before copying them (each a second pass through the second-level cache).
+  // w.routes is filled with direct routes when it grows and keeps their via_gpu and stage: the loops
+  // write the four other fields.
   const std::size_t row_routes = static_cast<std::size_t>(experts) + copies;
   if (w.routes.size() < row_routes) w.routes.resize(row_routes, TokenRoute{0, 0, 0, Carrier::ep_backend, -1, 0});
   plan.routes.reserve(most_routes);
-  TokenRoute* route = w.routes.data();
-  // src_rank and instance go in as one 8-byte store: the compiler does not merge the two 4-byte ones,
-  // and a store fewer per route is a tenth of this loop's time.
-  auto write_route = [&route](int src, int instance, std::int64_t tokens, int gpu) {
-    const std::uint64_t src_and_instance =
-        static_cast<std::uint32_t>(src) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(instance)) << 32;
-    std::memcpy(&route->src_rank, &src_and_instance, sizeof src_and_instance);
-    route->tokens = tokens;
-    route->carrier = gpu == src ? Carrier::none : Carrier::ep_backend;
-    ++route;
-  };
-  // Each source's row runs from one expert with copies to the next (`splits` is in expert order):
-  // the experts between them have one route each, in a loop with nothing else to decide.
+  TokenRoute* const buffer = w.routes.data();
+  const std::int64_t* const split_table = split_tokens.data();
+  // A source's own masters (masters_of lists every GPU's, ascending) are the only experts without
+  // copies whose routes stay local: they and the experts with copies break each row into runs of
+  // remote_routes.
+  const int* const own_begin = w.masters_of.begin.data();
+  const int* const own_experts = w.masters_of.experts.data();
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
+    TokenRoute* route = buffer;
+    const std::uint64_t src = static_cast<std::uint32_t>(s);
+    const int* own = own_experts + own_begin[s];
+    const int* const own_end = own_experts + own_begin[s + 1];
     int e = 0;
+    // Up to `next` (an expert with copies, or the end of the row): the remote runs and s's own masters.
+    auto plain_up_to = [&](int next) {
+      for (; own != own_end && *own < next; ++own) {
+        route = remote_routes(route, row, e, *own, src);
+        if (row[*own] != 0)
+          route = put_route(route, src | static_cast<std::uint64_t>(*own) << 32, row[*own], Carrier::none);
+        e = *own + 1;
+      }
+      if (own != own_end && *own == next) ++own;  // a master with copies: its split routes it
+      route = remote_routes(route, row, e, next, src);
+      e = next + 1;
+    };
     for (const ExpertSplit& x : splits) {
-      for (; e < x.expert; ++e)
-        if (row[e] != 0) write_route(s, e, row[e], home[e]);
-      ++e;
+      plain_up_to(x.expert);
       if (row[x.expert] == 0) continue;
-      const std::int64_t* tokens = split_tokens.data() + x.table + static_cast<std::size_t>(s) * x.k;
-      for (int i = 0; i < x.k; ++i)
-        if (tokens[i] != 0) write_route(s, x.instances[i].instance, tokens[i], x.instances[i].gpu);
+      route = split_routes(route, split_table + static_cast<std::size_t>(s) * split_row + x.table, x.instances, x.k, s);
     }
-    for (; e < experts; ++e)
-      if (row[e] != 0) write_route(s, e, row[e], home[e]);
-    plan.routes.insert(plan.routes.end(), w.routes.data(), route);
-    route = w.routes.data();
+    plain_up_to(experts);
+    plan.routes.insert(plan.routes.end(), buffer, route);
   }
   return plan;
 }
