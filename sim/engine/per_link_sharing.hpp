@@ -19,9 +19,9 @@
 // it on). A link is busy whenever it carries a flow and then moves its full capacity, so a phase
 // bottlenecked at one port ends when that port has moved its bytes, as under max-min; flows that a
 // busier port elsewhere holds back end later at their other link than max-min would let them. It
-// costs most where a port mixes flows held back elsewhere with flows that are not: a weight copy
-// beside SM-limited token flows gets capacity / n instead of what they leave (UltraEP's layers at EP
-// 128 and 256: 5 to 7% late). The error against exact sharing is measured, not bounded:
+// costs most where a link mixes flows held back elsewhere with flows that are not: a weight copy
+// beside token flows that another link holds back gets capacity / n instead of what they leave
+// (UltraEP's layers at EP 128 and 256: 5 to 7% late). The error against exact sharing is measured, not bounded:
 // tests/engine/per_link_sharing_test.cpp and docs/performance.md; engine.bandwidth_sharing auto keeps
 // exact where it is affordable.
 #pragma once

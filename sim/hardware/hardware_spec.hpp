@@ -115,10 +115,11 @@ struct EngineSpec {
   /// model for wide EP, sim/engine/per_link_sharing.hpp).
   /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, per_link beyond (sharing_for).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
-  /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact takes at most about 2 s a
-  /// layer and per_link can be far from it (6 to 7% on 2 nodes; 5 to 7% at EP 128 and 256 for UltraEP,
-  /// whose weight copies share ports with SM-limited token flows); beyond, exact grows as about EP^4
-  /// (minutes a layer at EP 1,024). docs/performance.md, "per_link".
+  /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
+  /// layer in the layers measured, and per_link can be far from it (6 to 7% on 2 nodes; 5 to 7% at
+  /// EP 128 and 256 for UltraEP, whose weight copies share links with token flows held back
+  /// elsewhere); beyond, exact grows as about EP^4 (minutes a layer at EP 1,024). docs/performance.md,
+  /// "per_link".
   int exact_max_gpus = 256;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
   /// busy time (FlowNetwork::Sharing::tolerance).

@@ -124,9 +124,9 @@ TEST_CASE("per_link: each link serves a flow on its own, which max-min does not"
 }
 
 TEST_CASE("per_link: a flow held back elsewhere keeps its share of a port, which max-min passes on") {
-  // A weight copy beside an SM-limited token flow (docs/performance.md, "per_link": UltraEP's layers).
-  // Port P moves 1 byte/ps; the token flow t (1,000 bytes) also crosses its kernel's SM limit S, 0.25
-  // byte/ps; the copy w (1,000 bytes) crosses P only.
+  // A weight copy beside a token flow that another link holds back (docs/performance.md, "per_link":
+  // UltraEP's layers). Port P moves 1 byte/ps; the token flow t (1,000 bytes) also crosses a link S
+  // of 0.25 byte/ps (an SM limit, a NIC); the copy w (1,000 bytes) crosses P only.
   // Max-min: t moves at 0.25 (S), w takes the 0.75 t leaves on P: w ends at 1,000 / 0.75 = 1,333.3
   // ps; t ends at 4,000. per_link: P gives each half, so w ends at 2,000, 50% late, while t still
   // ends at 4,000 (S).
