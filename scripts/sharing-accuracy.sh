@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# per_link against exact bandwidth sharing on the same layers: one forward + backward layer of a
-# GLM-5-like model with 1,024 experts, static EP (or BALANCER), 4,096 tokens per rank, H100 nodes of 8,
-# for each EP degree and popularity (uniform, log-normal sigma 0.6 with rank skew 0.2, Zipf 1.2).
-# Prints the layer time under each, the error of per_link, the worst error over every GPU's forward
-# GEMM finish, and each run's CPU time (docs/performance.md, "per_link").
+# The fast sharing models (per_link, local, or those FAST names) against exact bandwidth sharing on the
+# same layers: one forward + backward layer of a GLM-5-like model with 1,024 experts, static EP (or
+# BALANCER), 4,096 tokens per rank, H100 nodes of 8, for each EP degree and popularity (uniform,
+# log-normal sigma 0.6 with rank skew 0.2, Zipf 1.2). Prints, for each fast model, the layer time under
+# exact and under it, its error, the worst error over every GPU's forward GEMM finish, and each run's
+# CPU time (docs/performance.md, "per_link" and "local").
 #
 #   scripts/sharing-accuracy.sh [EP ...]          default: 16 32 64 128 256
 #   BALANCER=fastermoe EXPERTS=256 scripts/sharing-accuracy.sh 64
+#   FAST=local scripts/sharing-accuracy.sh 16 64
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 epsim="${EPSIM:-$here/build/epsim}"
 balancer="${BALANCER:-static_ep}"
 experts="${EXPERTS:-1024}"
+read -r -a fast_models <<< "${FAST:-per_link local}"
 [[ $# -gt 0 ]] || set -- 16 32 64 128 256
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 sed "s/^num_experts: .*/num_experts: $experts/" "$here/models/glm5-like-256.yaml" > "$work/model.yaml"
-printf '%-5s %-9s %14s %14s %10s %16s %9s %9s\n' EP traffic "exact (us)" "per_link (us)" error "worst GPU error" "exact s" "per_link s"
+printf '%-5s %-9s %-8s %12s %12s %10s %16s %9s %9s\n' EP traffic model "exact (us)" "model (us)" error "worst GPU error" "exact s" "model s"
 for ep in "$@"; do
   for dist in uniform lognormal zipf; do
     case $dist in
@@ -27,7 +30,7 @@ for ep in "$@"; do
     esac
     "$epsim" trace generate --ranks "$ep" --experts "$experts" --top-k 8 --tokens-per-rank 4096 --seed 1 \
       "${shape[@]}" -o "$work/t.eptrace" --force > /dev/null
-    for sharing in exact per_link; do
+    for sharing in exact "${fast_models[@]}"; do
       sed "s/^nodes: .*/nodes: $(( (ep + 7) / 8 ))/" "$here/models/h100-sxm-8.yaml" > "$work/hw-$sharing.yaml"
       printf 'engine:\n  bandwidth_sharing: %s\n' "$sharing" >> "$work/hw-$sharing.yaml"
       cat > "$work/x-$sharing.yaml" <<EOF
@@ -49,11 +52,13 @@ EOF
     # layer_time_us of the one record; per GPU, gemm_finish_fwd_us.
     col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == name) c = i; next } { print $c }' "$1"; }
     exact=$(col "$work/out-exact/metrics.csv" layer_time_us)
-    fast=$(col "$work/out-per_link/metrics.csv" layer_time_us)
-    worst=$(paste -d, <(col "$work/out-exact/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-per_link/gpus.csv" gemm_finish_fwd_us) |
-            awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
-    printf '%-5s %-9s %14.1f %14.1f %+9.3f%% %16s %9s %9s\n' "$ep" "$dist" "$exact" "$fast" \
-      "$(awk -v a="$exact" -v b="$fast" 'BEGIN { print 100 * (b - a) / a }')" "$worst" \
-      "$(cat "$work/cpu-exact")" "$(cat "$work/cpu-per_link")"
+    for fast in "${fast_models[@]}"; do
+      fast_us=$(col "$work/out-$fast/metrics.csv" layer_time_us)
+      worst=$(paste -d, <(col "$work/out-exact/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-$fast/gpus.csv" gemm_finish_fwd_us) |
+              awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
+      printf '%-5s %-9s %-8s %12.1f %12.1f %+9.3f%% %16s %9s %9s\n' "$ep" "$dist" "$fast" "$exact" "$fast_us" \
+        "$(awk -v a="$exact" -v b="$fast_us" 'BEGIN { print 100 * (b - a) / a }')" "$worst" \
+        "$(cat "$work/cpu-exact")" "$(cat "$work/cpu-$fast")"
+    done
   done
 done

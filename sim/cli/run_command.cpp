@@ -151,6 +151,8 @@ int run_command(const std::vector<std::string>& args) {
     text << " (tolerance " << engine.epoch_tolerance << ")";
   } else if (sharing == BandwidthSharing::per_link) {
     text << " (each link shared on its own, not max-min)";
+  } else if (sharing == BandwidthSharing::local) {
+    text << " (max-min within each GPU's sending and receiving links)";
   }
   text << "\n\n";
   summary.print(text);

@@ -190,9 +190,10 @@ HardwareSpec load_hardware(const std::string& path) {
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
     const std::string sharing =
-        m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link", "auto"});
+        m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link", "local", "auto"});
     hw.engine.bandwidth_sharing = sharing == "epochs"     ? BandwidthSharing::epochs
                                   : sharing == "per_link" ? BandwidthSharing::per_link
+                                  : sharing == "local"    ? BandwidthSharing::local
                                   : sharing == "auto"     ? BandwidthSharing::automatic
                                                           : BandwidthSharing::exact;
     hw.engine.exact_max_gpus = as_int(m->get_int_or("exact_max_gpus", hw.engine.exact_max_gpus, 1, kMaxGpus));

@@ -71,6 +71,10 @@ void FlowNetwork::reserve_flows(std::size_t flows) {
     per_link_->reserve_flows(flows);
     return;
   }
+  if (groups_) {
+    groups_->reserve_flows(flows);
+    return;
+  }
   flows_.reserve(flows);
   hot_.reserve(flows);
 }
@@ -85,15 +89,19 @@ void FlowNetwork::set_sharing(const Sharing& sharing) {
   if (flows_started_) throw std::logic_error("FlowNetwork: the sharing mode is chosen before the first flow");
   sharing_ = sharing;
   per_link_.reset();
+  groups_.reset();
   if (sharing.mode == SharingMode::per_link) {
     per_link_ = std::make_unique<PerLinkSharing>(queue_);
     for (const Link& l : links_) per_link_->add_link(l.capacity_GBps);
+  } else if (sharing.mode == SharingMode::local) {
+    groups_ = std::make_unique<GroupSharing>(queue_);
+    for (const Link& l : links_) groups_->add_link(l.capacity_GBps, l.group);
   }
 }
 
 // ---- links ---------------------------------------------------------------------------------------
 
-LinkId FlowNetwork::add_link(std::string name, double capacity_GBps) {
+LinkId FlowNetwork::add_link(std::string name, double capacity_GBps, int group) {
   if (!(capacity_GBps > 0) || !std::isfinite(capacity_GBps)) {
     throw std::invalid_argument("FlowNetwork: link '" + name + "' needs a positive finite capacity");
   }
@@ -101,9 +109,11 @@ LinkId FlowNetwork::add_link(std::string name, double capacity_GBps) {
   link.name = std::move(name);
   link.capacity_GBps = capacity_GBps;
   link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
+  link.group = group;
   link.bytes_at_ps = queue_.now_ps();
   links_.push_back(std::move(link));
   if (per_link_) per_link_->add_link(capacity_GBps);
+  if (groups_) groups_->add_link(capacity_GBps, group);
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -114,12 +124,14 @@ double FlowNetwork::link_capacity_GBps(LinkId link) const { return link_at(link)
 double FlowNetwork::link_bytes(LinkId link) const {
   const Link& l = link_at(link);
   if (per_link_) return per_link_->link_bytes(link);
+  if (groups_) return groups_->link_bytes(link);
   return l.bytes + l.load * static_cast<double>(queue_.now_ps() - l.bytes_at_ps);
 }
 
 Time_ps FlowNetwork::link_busy_ps(LinkId link) const {
   const Link& l = link_at(link);
   if (per_link_) return per_link_->link_busy_ps(link);
+  if (groups_) return groups_->link_busy_ps(link);
   return l.busy_ps + (l.flows.empty() ? 0 : queue_.now_ps() - l.busy_since_ps);
 }
 
@@ -161,12 +173,16 @@ const FlowNetwork::Flow* FlowNetwork::find(FlowId id) const {
 
 double FlowNetwork::flow_rate_GBps(FlowId flow) const {
   if (per_link_) return per_link_->flow_rate_GBps(flow);
+  if (groups_) return groups_->flow_rate_GBps(flow);
   const Flow* f = find(flow);
   if (f == nullptr || f->state != FlowState::kTransfer) return 0;
   return hot_[static_cast<std::size_t>(f - flows_.data())].rate / GBps_to_bytes_per_ps(1.0);
 }
 
-std::size_t FlowNetwork::active_flows() const { return per_link_ ? per_link_->active_flows() : active_; }
+std::size_t FlowNetwork::active_flows() const {
+  if (per_link_) return per_link_->active_flows();
+  return groups_ ? groups_->active_flows() : active_;
+}
 
 FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
                                double rate_cap_GBps, DoneCallback on_done) {
@@ -177,6 +193,7 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
   for (LinkId l : links) link_at(l);
   flows_started_ = true;
   if (per_link_) return per_link_->start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
+  if (groups_) return groups_->start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
 
   std::int32_t slot;
   if (!free_flows_.empty()) {

@@ -33,6 +33,11 @@
 //    it gives up). A flow's end touches only its own links, so a wide all-to-all costs about EP^2
 //    rather than EP^4; its error against exact is measured in tests/engine/per_link_sharing_test.cpp
 //    and docs/performance.md.
+//
+//  * local: max-min inside groups of links, the groups on their own. Topology puts each GPU's sending
+//    links in one group and its receiving links in another, so a flow the SM limit holds back leaves
+//    its share of the port to the port's other flows, as under max-min, while an all-to-all still
+//    costs about EP^2 (GroupSharing, group_sharing.hpp, which says what is left out).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,7 @@
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/group_sharing.hpp"
 #include "sim/engine/per_link_sharing.hpp"
 
 namespace epsim {
@@ -57,7 +63,7 @@ class FlowNetwork {
   using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
   static constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
 
-  enum class SharingMode : std::uint8_t { exact, epochs, per_link };
+  enum class SharingMode : std::uint8_t { exact, epochs, per_link, local };
   /// How rates are re-solved after flows end (see the top of this file).
   struct Sharing {
     SharingMode mode = SharingMode::exact;
@@ -88,8 +94,9 @@ class FlowNetwork {
   /// not move the flow table each time it doubles.
   void reserve_flows(std::size_t flows);
 
-  /// Adds a link; `capacity_GBps` > 0.
-  LinkId add_link(std::string name, double capacity_GBps);
+  /// Adds a link; `capacity_GBps` > 0. Links given the same `group` >= 0 are solved together in local
+  /// mode (a GPU's sending links, its receiving links); the other modes ignore it.
+  LinkId add_link(std::string name, double capacity_GBps, int group = -1);
   std::size_t link_count() const;
   const std::string& link_name(LinkId link) const;
   double link_capacity_GBps(LinkId link) const;
@@ -169,6 +176,7 @@ class FlowNetwork {
     std::string name;
     double capacity_GBps = 0;
     double capacity = 0;          ///< bytes per ps
+    int group = -1;               ///< local mode's link group
     std::vector<FlowRef> flows;   ///< flows in their transfer phase
     double load = 0;              ///< sum of their rates, bytes per ps
     double bytes = 0;             ///< carried up to bytes_at_ps
@@ -232,6 +240,8 @@ class FlowNetwork {
   std::uint64_t rate_changes_ = 0;
   /// per_link mode: every flow and the links' loads live there (links_ keeps names and capacities).
   std::unique_ptr<PerLinkSharing> per_link_;
+  /// local mode: the same, in GroupSharing.
+  std::unique_ptr<GroupSharing> groups_;
   bool flows_started_ = false;
 
   // Changes since the last solve, which runs once per timestamp as an event at now() (in epochs

@@ -18,6 +18,7 @@ const char* to_string(BandwidthSharing sharing) {
     case BandwidthSharing::exact: return "exact";
     case BandwidthSharing::epochs: return "epochs";
     case BandwidthSharing::per_link: return "per_link";
+    case BandwidthSharing::local: return "local";
     case BandwidthSharing::automatic: return "auto";
   }
   return "exact";
@@ -25,7 +26,7 @@ const char* to_string(BandwidthSharing sharing) {
 
 BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus) {
   if (engine.bandwidth_sharing != BandwidthSharing::automatic) return engine.bandwidth_sharing;
-  return num_gpus <= engine.exact_max_gpus ? BandwidthSharing::exact : BandwidthSharing::per_link;
+  return num_gpus <= engine.exact_max_gpus ? BandwidthSharing::exact : BandwidthSharing::local;
 }
 
 }  // namespace epsim

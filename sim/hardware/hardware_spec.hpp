@@ -103,8 +103,8 @@ struct EpBackendSpec {
 };
 
 /// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
-enum class BandwidthSharing { exact, epochs, per_link, automatic };
-/// "exact", "epochs", "per_link" or "auto" (automatic), as written in a hardware file.
+enum class BandwidthSharing { exact, epochs, per_link, local, automatic };
+/// "exact", "epochs", "per_link", "local" or "auto" (automatic), as written in a hardware file.
 const char* to_string(BandwidthSharing sharing);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
@@ -112,14 +112,14 @@ struct EngineSpec {
   /// exact: max-min rates re-solved at every flow start and end. epochs: after a flow ends, the flows
   /// it speeds up may keep their rates a little longer, so that several ends share one re-solve.
   /// per_link: each link shares itself equally among its flows on its own, not max-min (the coarse
-  /// model for wide EP, sim/engine/per_link_sharing.hpp).
-  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, per_link beyond (sharing_for).
+  /// model for wide EP, sim/engine/per_link_sharing.hpp). local: max-min within each GPU's sending
+  /// links and within its receiving links, each side on its own (sim/engine/group_sharing.hpp).
+  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, local beyond (sharing_for).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
   /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
-  /// layer in the layers measured, and per_link can be far from it (6 to 7% on 2 nodes; 5 to 7% at
-  /// EP 128 and 256 for UltraEP, whose weight copies share links with token flows held back
-  /// elsewhere); beyond, exact grows as about EP^4 (minutes a layer at EP 1,024). docs/performance.md,
-  /// "per_link".
+  /// layer in the layers measured; beyond, exact grows as about EP^4 (minutes a layer at EP 1,024),
+  /// and local costs about what per_link does, EP^2, but is 1 to 1.6% early where skewed traffic
+  /// meets across the fabric (docs/performance.md, "local").
   int exact_max_gpus = 256;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
   /// busy time (FlowNetwork::Sharing::tolerance).

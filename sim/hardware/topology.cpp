@@ -73,9 +73,13 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
   num_vertices_ = host0 + num_nodes_;
   Graph graph(static_cast<std::size_t>(num_vertices_));
 
-  const auto add = [&](int from, int to, Fabric kind, double bw_GBps, const std::string& name) -> LinkId {
+  // Link groups for the network's local sharing: a GPU's sending links (2g) are solved max-min
+  // together, and so are its receiving links (2g + 1), each side on its own.
+  const auto sending = [](int gpu) { return 2 * gpu; };
+  const auto receiving = [](int gpu) { return 2 * gpu + 1; };
+  const auto add = [&](int from, int to, Fabric kind, double bw_GBps, const std::string& name, int group) -> LinkId {
     if (!(bw_GBps > 0)) return -1;
-    const LinkId link = network.add_link(name, bw_GBps);
+    const LinkId link = network.add_link(name, bw_GBps, group);
     const int index = static_cast<int>(edges_.size());
     edges_.push_back(Edge{from, link, kind});
     boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), EdgeProps{index}, graph);
@@ -84,12 +88,12 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
   for (int g = 0; g < num_gpus_; ++g) {
     const std::string gpu = "gpu" + std::to_string(g) + ".";
     const int node = node_of(g);
-    nvlink_out_.push_back(add(g, switch0 + node, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_out"));
-    nvlink_in_.push_back(add(switch0 + node, g, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_in"));
-    nic_out_.push_back(add(g, fabric, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_out"));
-    nic_in_.push_back(add(fabric, g, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_in"));
-    pcie_h2d_.push_back(add(host0 + node, g, Fabric::kPcie, hw.pcie.h2d_GBps, gpu + "pcie_h2d"));
-    pcie_d2h_.push_back(add(g, host0 + node, Fabric::kPcie, hw.pcie.d2h_GBps, gpu + "pcie_d2h"));
+    nvlink_out_.push_back(add(g, switch0 + node, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_out", sending(g)));
+    nvlink_in_.push_back(add(switch0 + node, g, Fabric::kNvlink, hw.nvlink.port_bw_GBps, gpu + "nvlink_in", receiving(g)));
+    nic_out_.push_back(add(g, fabric, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_out", sending(g)));
+    nic_in_.push_back(add(fabric, g, Fabric::kInfiniband, hw.infiniband.nic_bw_GBps, gpu + "nic_in", receiving(g)));
+    pcie_h2d_.push_back(add(host0 + node, g, Fabric::kPcie, hw.pcie.h2d_GBps, gpu + "pcie_h2d", receiving(g)));
+    pcie_d2h_.push_back(add(g, host0 + node, Fabric::kPcie, hw.pcie.d2h_GBps, gpu + "pcie_d2h", sending(g)));
   }
 
   // The SM limit of the EP kernels is not wiring: its links stay out of the graph and are added to
@@ -102,8 +106,8 @@ Topology::Topology(const HardwareSpec& hw, int num_gpus, FlowNetwork& network) {
     const double sms_GBps = ep.nvlink_efficiency > 0 ? payload_GBps / ep.nvlink_efficiency : payload_GBps;
     for (int g = 0; g < num_gpus_; ++g) {
       const std::string gpu = "gpu" + std::to_string(g) + ".";
-      ep_sms_out_.push_back(network.add_link(gpu + "ep_sms_out", sms_GBps));
-      ep_sms_in_.push_back(network.add_link(gpu + "ep_sms_in", sms_GBps));
+      ep_sms_out_.push_back(network.add_link(gpu + "ep_sms_out", sms_GBps, sending(g)));
+      ep_sms_in_.push_back(network.add_link(gpu + "ep_sms_in", sms_GBps, receiving(g)));
     }
   }
 

@@ -41,6 +41,7 @@ SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_g
     case BandwidthSharing::exact: sharing.mode = FlowNetwork::SharingMode::exact; break;
     case BandwidthSharing::epochs: sharing.mode = FlowNetwork::SharingMode::epochs; break;
     case BandwidthSharing::per_link: sharing.mode = FlowNetwork::SharingMode::per_link; break;
+    case BandwidthSharing::local: sharing.mode = FlowNetwork::SharingMode::local; break;
   }
   sharing.tolerance = hw.engine.epoch_tolerance;
   network_.set_sharing(sharing);

@@ -1,0 +1,402 @@
+// Group max-min sharing (the model and why: group_sharing.hpp).
+//
+// A class's virtual clock counts the bytes each of its flows has received: it runs at the class's
+// rate while the class has flows and stands still while it has none. A flow that joins when the clock
+// reads v and has b bytes ends in that group when the clock reads v + b, whatever the rate does
+// meanwhile, so its end is never recomputed: a change in the group re-solves the rates of its few
+// classes and moves the group's next end, one event.
+#include "sim/engine/group_sharing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace epsim {
+
+namespace {
+
+// A flow is done in a group once its end is within this many bytes of its class's clock (the bound
+// of FlowNetwork and PerLinkSharing).
+constexpr double kDoneBytes = 1e-6;
+// Floor on a solved rate (bytes/ps), reachable only through rounding on a full link; it gives every
+// flow a finite end.
+constexpr double kMinRate = 1e-12;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
+
+}  // namespace
+
+GroupSharing::GroupSharing(EventQueue& queue) : queue_(queue) {}
+
+void GroupSharing::reserve_flows(std::size_t flows) {
+  flows_.reserve(flows);
+  paths_.reserve(flows);
+  free_slots_.reserve(flows);
+}
+
+void GroupSharing::add_link(double capacity_GBps, int group) {
+  std::int32_t index = static_cast<std::int32_t>(groups_.size());
+  if (group >= 0) {
+    const std::size_t key = static_cast<std::size_t>(group);
+    if (key >= group_of_key_.size()) group_of_key_.resize(key + 1, -1);
+    if (group_of_key_[key] < 0) group_of_key_[key] = index;
+    index = group_of_key_[key];
+  }
+  if (index == static_cast<std::int32_t>(groups_.size())) {
+    groups_.emplace_back();
+    groups_.back().clock_at_ps = queue_.now_ps();
+  }
+  Group& g = groups_[static_cast<std::size_t>(index)];
+  if (g.links.size() >= static_cast<std::size_t>(kMaxGroupLinks)) {
+    throw std::length_error("GroupSharing: more than " + std::to_string(kMaxGroupLinks) + " links in group " +
+                            std::to_string(group));
+  }
+  Link link;
+  link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
+  link.group = index;
+  link.bit = static_cast<std::int32_t>(g.links.size());
+  g.links.push_back(static_cast<std::int32_t>(links_.size()));
+  links_.push_back(link);
+}
+
+std::int32_t GroupSharing::take_slot() {
+  if (!free_slots_.empty()) {
+    const std::int32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  flows_.emplace_back();
+  paths_.emplace_back();
+  return static_cast<std::int32_t>(flows_.size() - 1);
+}
+
+GroupSharing::FlowId GroupSharing::id_of(std::int32_t slot) const {
+  return (static_cast<FlowId>(flows_[static_cast<std::size_t>(slot)].generation) << 32) | slot;
+}
+
+const GroupSharing::Flow* GroupSharing::find(FlowId id) const {
+  if (id < 0) return nullptr;
+  const std::uint64_t slot = static_cast<std::uint64_t>(id) & 0xffff'ffffULL;
+  if (slot >= flows_.size()) return nullptr;
+  const Flow& f = flows_[slot];
+  if (!f.active || f.generation != static_cast<std::uint32_t>(id >> 32)) return nullptr;
+  return &f;
+}
+
+std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap) {
+  for (std::size_t c = 0; c < group.classes.size(); ++c) {
+    const Class& k = group.classes[c];
+    if (k.mask == mask && (k.cap == cap)) return static_cast<std::int32_t>(c);
+  }
+  group.classes.emplace_back();
+  group.classes.back().mask = mask;
+  group.classes.back().cap = cap;
+  return static_cast<std::int32_t>(group.classes.size() - 1);
+}
+
+GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
+                                              double rate_cap_GBps, DoneCallback on_done) {
+  // The queue's own check, made here since the flow waits in a list rather than as an event.
+  if (latency_ps > kMaxTime_ps - queue_.now_ps())
+    throw TimeOverflow("a flow's latency of " + short_number(static_cast<double>(latency_ps) * 1e-12) +
+                       " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  if (links.size() > std::numeric_limits<std::uint16_t>::max())
+    throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
+  const double cap = std::isinf(rate_cap_GBps) ? kInf : GBps_to_bytes_per_ps(rate_cap_GBps);
+  const std::int32_t slot = take_slot();
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  // The groups the route crosses, each with the links of it the flow takes: a route is a few links,
+  // so the groups are gathered by a scan of those found so far.
+  std::size_t count = 0;
+  if (links.size() > path.seg_capacity) {  // the old segment is abandoned; slots rarely grow
+    path.seg_begin = static_cast<std::uint32_t>(seg_pool_.size());
+    path.seg_capacity = static_cast<std::uint16_t>(links.size());
+    seg_pool_.resize(seg_pool_.size() + links.size());
+  }
+  Segment* segs = seg_pool_.data() + path.seg_begin;
+  mask_scratch_.resize(links.size());
+  std::uint32_t* mask = mask_scratch_.data();
+  for (const int id : links) {
+    const Link& l = links_[static_cast<std::size_t>(id)];
+    std::size_t s = 0;
+    while (s < count && segs[s].group != l.group) ++s;
+    if (s == count) {
+      segs[count++] = Segment{l.group, -1};
+      mask[s] = 0;
+    }
+    mask[s] |= 1u << l.bit;
+  }
+  for (std::size_t s = 0; s < count; ++s) {
+    segs[s].cls = class_of(groups_[static_cast<std::size_t>(segs[s].group)], mask[s], cap);
+  }
+  path.seg_count = static_cast<std::uint16_t>(count);
+  path.bytes = bytes;
+  path.cap = cap;
+  f.on_done = std::move(on_done);
+  f.started_ps = queue_.now_ps();
+  f.active = true;
+  f.transferring = false;
+  ++active_;
+  const FlowId id = id_of(slot);
+  // Even a flow with nothing to move ends from an event, never inside start_flow.
+  std::size_t list = 0;
+  while (list < arrivals_.size() && arrivals_[list].latency_ps != latency_ps) ++list;
+  if (list == arrivals_.size()) arrivals_.push_back(Arrivals{latency_ps, {}, 0, 0});
+  Arrivals& a = arrivals_[list];
+  const Time_ps at = queue_.now_ps() + latency_ps;
+  a.waiting.emplace_back(at, slot);
+  if (a.event == 0) a.event = queue_.schedule(at, [this, list] { arrive(list); });
+  return id;
+}
+
+void GroupSharing::arrive(std::size_t list) {
+  arrivals_[list].event = 0;
+  const Time_ps now = queue_.now_ps();
+  // enter_transfer may end an empty flow, whose callback may start flows: `waiting` can grow (and
+  // move) meanwhile, so it is read by index, and with no latency a new flow is due now too.
+  while (arrivals_[list].head < arrivals_[list].waiting.size() &&
+         arrivals_[list].waiting[arrivals_[list].head].first == now) {
+    const std::int32_t slot = arrivals_[list].waiting[arrivals_[list].head++].second;
+    enter_transfer(slot);
+  }
+  for (const std::int32_t gi : dirty_) {
+    Group& g = groups_[static_cast<std::size_t>(gi)];
+    g.dirty = false;
+    for (Class& c : g.classes) {
+      if (!c.in_batch) continue;
+      c.in_batch = false;
+      c.ends.settle(c.batch_begin, settle_scratch_);
+    }
+    solve(gi);
+    schedule_group(gi);
+  }
+  dirty_.clear();
+  Arrivals& a = arrivals_[list];
+  if (a.head == a.waiting.size()) {
+    a.waiting.clear();
+    a.head = 0;
+    return;
+  }
+  if (a.head > a.waiting.size() / 2) {  // keep the list's memory bounded by what waits
+    a.waiting.erase(a.waiting.begin(), a.waiting.begin() + static_cast<std::ptrdiff_t>(a.head));
+    a.head = 0;
+  }
+  // A flow started meanwhile (by an empty flow's end) may have scheduled the list's event at its own
+  // time, later than the head's: the event goes to the head.
+  const Time_ps next = a.waiting[a.head].first;
+  if (a.event != 0 && !queue_.reschedule(a.event, next)) a.event = 0;
+  if (a.event == 0) a.event = queue_.schedule(next, [this, list] { arrive(list); });
+}
+
+void GroupSharing::enter_transfer(std::int32_t slot) {
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  f.transferring = true;
+  f.bounds_left = 0;
+  if (path.bytes <= kDoneBytes || (path.seg_count == 0 && std::isinf(path.cap))) {
+    f.bounds_left = 1;
+    bound_met(slot);
+    return;
+  }
+  for (std::uint32_t s = 0; s < path.seg_count; ++s) {
+    const Segment seg = seg_pool_[path.seg_begin + s];
+    Group& g = groups_[static_cast<std::size_t>(seg.group)];
+    if (!g.dirty) {  // its clocks move to now before its classes change
+      advance(g);
+      g.dirty = true;
+      dirty_.push_back(seg.group);
+    }
+    Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
+    if (!c.in_batch) {
+      c.in_batch = true;
+      c.batch_begin = c.ends.begin_batch();
+    }
+    c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
+    ++f.bounds_left;
+  }
+  if (path.seg_count == 0) {  // no link: only its cap bounds it
+    ++f.bounds_left;
+    queue_.schedule_in(checked_ceil_ps((path.bytes - kDoneBytes) / path.cap, "a flow's transfer time"),
+                       [this, slot] { bound_met(slot); });
+  }
+}
+
+void GroupSharing::advance(Group& g) {
+  const Time_ps now = queue_.now_ps();
+  if (now == g.clock_at_ps) return;
+  const double dt = static_cast<double>(now - g.clock_at_ps);
+  for (Class& c : g.classes) {
+    if (!c.ends.empty()) c.clock_bytes += c.rate * dt;
+  }
+  for (const std::int32_t id : g.links) {
+    Link& l = links_[static_cast<std::size_t>(id)];
+    l.bytes += l.load * dt;
+  }
+  g.clock_at_ps = now;
+}
+
+void GroupSharing::solve(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  const std::size_t nlinks = g.links.size();
+  double residual[kMaxGroupLinks];
+  double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    residual[b] = links_[static_cast<std::size_t>(g.links[b])].capacity;
+    unfrozen[b] = 0;
+  }
+  std::size_t left = 0;
+  for (Class& c : g.classes) {
+    if (c.ends.empty()) continue;
+    ++left;
+    c.rate = -1;  // not frozen yet
+    const double n = c.ends.size();
+    for (std::uint32_t m = c.mask; m != 0; m &= m - 1) unfrozen[__builtin_ctz(m)] += n;
+  }
+  // Progressive filling: every unfrozen class rises to the next level at which a link fills (its
+  // classes freeze there) or a class reaches its cap. Each step freezes at least one class.
+  while (left > 0) {
+    double level = kInf;
+    int full = -1;
+    for (std::size_t b = 0; b < nlinks; ++b) {
+      if (unfrozen[b] > 0 && residual[b] / unfrozen[b] < level) {
+        level = residual[b] / unfrozen[b];
+        full = static_cast<int>(b);
+      }
+    }
+    Class* capped = nullptr;
+    for (Class& c : g.classes) {
+      if (!c.ends.empty() && c.rate < 0 && c.cap < level) {
+        level = c.cap;
+        capped = &c;
+      }
+    }
+    level = std::max(level, kMinRate);
+    for (Class& c : g.classes) {
+      if (c.ends.empty() || c.rate >= 0) continue;
+      if (capped != nullptr ? &c != capped : (c.mask >> full & 1u) == 0) continue;
+      c.rate = level;
+      --left;
+      const double n = c.ends.size();
+      for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
+        const int b = __builtin_ctz(m);
+        residual[b] = std::max(0.0, residual[b] - n * level);
+        unfrozen[b] -= n;
+      }
+    }
+  }
+  // The links' loads and busy periods follow from the classes' rates.
+  double load[kMaxGroupLinks] = {};
+  std::uint32_t flows[kMaxGroupLinks] = {};
+  for (const Class& c : g.classes) {
+    if (c.ends.empty()) continue;
+    for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      load[b] += c.ends.size() * c.rate;
+      flows[b] += c.ends.size();
+    }
+  }
+  const Time_ps now = queue_.now_ps();
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    Link& l = links_[static_cast<std::size_t>(g.links[b])];
+    if (l.flows == 0 && flows[b] > 0) l.since_ps = now;
+    if (l.flows > 0 && flows[b] == 0) l.busy_ps += now - l.since_ps;
+    l.flows = flows[b];
+    l.load = load[b];
+  }
+}
+
+void GroupSharing::schedule_group(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  const Time_ps now = queue_.now_ps();
+  Time_ps at = kMaxTime_ps;
+  std::int32_t next = -1;
+  for (const Class& c : g.classes) {
+    if (c.ends.empty()) continue;
+    const double left = c.ends.front().at_bytes - c.clock_bytes - kDoneBytes;
+    const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
+    if (next < 0 || end < at) {
+      at = end;
+      next = c.ends.front().slot;
+    }
+  }
+  if (next < 0) {
+    if (g.event != 0) queue_.cancel(g.event);
+    g.event = 0;
+    return;
+  }
+  // The flow that ends next here is touched when its end comes: requested now, its line arrives while
+  // other events run (as in PerLinkSharing::schedule_link).
+  __builtin_prefetch(&flows_[static_cast<std::size_t>(next)], 1);
+  if (g.event != 0 && queue_.reschedule(g.event, at)) return;
+  g.event = queue_.schedule(at, [this, gi] { group_event(gi); });
+}
+
+void GroupSharing::group_event(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  g.event = 0;
+  advance(g);
+  ended_.clear();
+  for (Class& c : g.classes) {
+    while (!c.ends.empty() && c.ends.front().at_bytes <= c.clock_bytes + kDoneBytes) {
+      const LinkEnd e = c.ends.pop();
+      ended_.push_back(e.slot);
+      // The clock ran up to a picosecond past the flow's end: its links carried exactly its bytes.
+      const double over = c.clock_bytes - e.at_bytes;
+      for (std::uint32_t m = c.mask; m != 0; m &= m - 1)
+        links_[static_cast<std::size_t>(g.links[static_cast<std::size_t>(__builtin_ctz(m))])].bytes -= over;
+    }
+  }
+  solve(gi);
+  schedule_group(gi);
+  // The flows' callbacks may start flows in this group: its state is settled first. They never run a
+  // group's event, so ended_ is not touched while it is walked.
+  for (std::size_t k = 0; k < ended_.size(); ++k) bound_met(ended_[k]);
+}
+
+void GroupSharing::bound_met(std::int32_t slot) {
+  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  if (--f.bounds_left > 0) return;
+  DoneCallback on_done = std::move(f.on_done);
+  const Time_ps started_ps = f.started_ps;
+  f.on_done = nullptr;
+  f.active = false;
+  f.transferring = false;
+  f.generation = f.generation >= kMaxGeneration ? 1 : f.generation + 1;
+  free_slots_.push_back(slot);
+  --active_;
+  if (on_done) on_done(started_ps, queue_.now_ps());
+}
+
+double GroupSharing::flow_rate_GBps(FlowId id) const {
+  const Flow* f = find(id);
+  if (f == nullptr || !f->transferring) return 0;
+  const std::int32_t slot = static_cast<std::int32_t>(f - flows_.data());
+  const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  double rate = path.cap;
+  for (std::uint32_t s = 0; s < path.seg_count; ++s) {
+    // A group still carries the flow while its end is in the class's heap (a scan: this is for
+    // inspection, not for the simulation).
+    const Segment seg = seg_pool_[path.seg_begin + s];
+    const Class& c = groups_[static_cast<std::size_t>(seg.group)].classes[static_cast<std::size_t>(seg.cls)];
+    const auto on_it = [slot](const LinkEnd& e) { return e.slot == slot; };
+    if (std::any_of(c.ends.begin(), c.ends.end(), on_it)) rate = std::min(rate, c.rate);
+  }
+  return std::isinf(rate) ? 0 : rate / GBps_to_bytes_per_ps(1.0);
+}
+
+double GroupSharing::link_bytes(int link) const {
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  const Group& g = groups_[static_cast<std::size_t>(l.group)];
+  return l.bytes + l.load * static_cast<double>(queue_.now_ps() - g.clock_at_ps);
+}
+
+Time_ps GroupSharing::link_busy_ps(int link) const {
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  return l.busy_ps + (l.flows == 0 ? 0 : queue_.now_ps() - l.since_ps);
+}
+
+}  // namespace epsim
