@@ -11,8 +11,8 @@ namespace {
 
 // Top-level keys of each kind of file that a sweep may change (docs/config.md). Names, kinds, paths
 // and outputs are not among them: a point changes what is simulated, not where the files are. The
-// hardware file's `engine` is: a wide-EP sweep wants per_link sharing, and an axis over the sharing
-// puts per_link beside exact at every point.
+// hardware file's `engine` is: a wide-EP sweep wants local or auto sharing, and an axis over the sharing
+// puts local beside exact at every point.
 const std::vector<std::string> kHardwareKeys = {"nodes",      "gpus_per_node", "gpu",  "gemm",
                                                 "copy_engine", "nvlink",       "infiniband", "pcie",
                                                 "ep_backend", "engine"};
