@@ -23,8 +23,9 @@ namespace {
 // itself: no allocation inside the search's loops (the oracle's state lives in Domain and is reset
 // per cap) and its buffers kept in the balancer between calls (UltraEp::Workspace), no branch that
 // depends on the data where the data mix at random, flat arrays indexed by expert instead of a
-// vector per expert, the counts read in memory order, and every output vector sized once, so that
-// the large routes vector is never copied while it grows.
+// vector per expert, the counts read in memory order, every output vector sized once, so that the
+// large routes vector is never copied while it grows (the routes are written in place), and, where
+// the CPU has AVX2, the split of an expert's tokens computed for four sources at a time.
 
 /// One domain's loads, in domain-local GPU indices, and the oracle's state for the cap it tries.
 struct Domain {
@@ -217,6 +218,9 @@ static_assert(kMaxPlanGpus <= (1 << kTieBits), "a GPU index fits below a remaind
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "src_rank is the low half of the word");
 static_assert(offsetof(TokenRoute, instance) == offsetof(TokenRoute, src_rank) + sizeof(int),
               "instance follows src_rank");
+static_assert(sizeof(Carrier) == sizeof(int) &&
+                  offsetof(TokenRoute, via_gpu) == offsetof(TokenRoute, carrier) + sizeof(int),
+              "via_gpu follows carrier, and the two fill a word");
 
 /// How the sources split an expert's tokens over its instances, worked out once per plan so that each
 /// source's split is computed where its routes are written. Locality first: each instance's host keeps
@@ -312,6 +316,11 @@ void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens)
 struct ShareWork {
   std::vector<std::int64_t> share;
   std::vector<std::uint64_t> key;
+  bool lanes = false;           ///< whether split_lanes may run (the CPU has AVX2)
+  std::uint32_t most_count = 0;  ///< no count of the record exceeds it
+  /// split_lanes' sources that share all their tokens and their counts, one per GPU and a batch more.
+  std::vector<int> source;
+  std::vector<double> count;
 };
 
 /// share_left for more than kRankedSplit eligible instances: nth_element finds the smallest key that
@@ -368,14 +377,173 @@ void split_source(const ExpertSplit& x, int s, std::int64_t count, std::int64_t*
   share_left(x, left, tokens, work);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// With AVX2 the sources that host none of an expert's instances (all of them without locality) split
+// their tokens four at a time, in double precision, where every value is an integer below 2^53 and
+// so exact: the same shares, remainders, keys and extra tokens as the one-by-one code, whose plans
+// are byte for byte the same. split_lanes alone is compiled for AVX2, and chosen at run time where
+// the CPU has it; elsewhere split_column splits one source at a time (in SSE2's two lanes, taking the
+// results out of the registers costs what the lanes save).
+#define EPSIM_ULTRAEP_LANES 1
+constexpr int kLanes = 4;
+typedef double LaneReals __attribute__((vector_size(kLanes * sizeof(double))));
+typedef std::int64_t LaneInts __attribute__((vector_size(kLanes * sizeof(std::int64_t))));
+
+/// 2^52: below it, adding and subtracting it rounds a non-negative double to an integer, and the bits
+/// of v + 2^52 less those of 2^52 are v as an integer.
+constexpr double kTwo52 = 4503599627370496.0;
+/// The bound on the products count x room (and on the quotients) under which lanes_floor_divide is
+/// exact.
+constexpr double kTwo50 = kTwo52 / 4;
+
+/// Whether split_lanes computes expert x's shares exactly for counts up to `most`: every product
+/// count x room (at most most x total_room) and the divisor together within 2^50 (see
+/// lanes_floor_divide), and every key (a remainder below total_room shifted by kTieBits) within 2^53.
+bool lanes_exact(const ExpertSplit& x, std::uint32_t most) {
+  constexpr std::int64_t kMaxRoom = std::int64_t{1} << (53 - kTieBits);
+  return x.total_room > 0 && x.total_room <= kMaxRoom &&
+         static_cast<double>(x.total_room) * (static_cast<double>(most) + 1) <= kTwo50;
+}
+
+/// floor(a / b) lane by lane, its remainder in `rem`, for integers 0 <= a < 2^50 with a / b below
+/// 2^50 too, `inverse` being 1 / b rounded: a x inverse is within a / b x 2^-52 < 1/4 of a / b, so
+/// rounded to the nearest integer it is the quotient or one more, which a negative remainder
+/// corrects. Exact throughout, and multiplications where a division would hold the lanes up for
+/// several times as long.
+__attribute__((target("avx2"), always_inline)) inline LaneReals lanes_floor_divide(LaneReals a, double b,
+                                                                                     double inverse, LaneReals& rem) {
+  LaneReals q = (a * inverse + kTwo52) - kTwo52;
+  LaneReals r = a - q * b;
+  const LaneInts over = r < 0.0;
+  const LaneReals one = LaneReals{} + 1.0;
+  const LaneReals divisor = LaneReals{} + b;
+  q -= reinterpret_cast<LaneReals>(reinterpret_cast<LaneInts>(one) & over);
+  rem = r + reinterpret_cast<LaneReals>(reinterpret_cast<LaneInts>(divisor) & over);
+  return q;
+}
+
+/// Non-negative integral doubles below 2^52 as integers, lane by lane.
+__attribute__((target("avx2"), always_inline)) inline LaneInts lanes_integer(LaneReals v) {
+  const LaneReals two52 = LaneReals{} + kTwo52;
+  return reinterpret_cast<LaneInts>(v + kTwo52) - reinterpret_cast<LaneInts>(two52);
+}
+
+/// split_column for M eligible instances with AVX2, where lanes_exact holds: the sources that host an
+/// instance one by one (split_source), the others gathered and split kLanes at a time.
+template <int M>
+__attribute__((target("avx2"), noinline)) int split_lanes(const ExpertSplit& x, const std::uint32_t* column,
+                                                           std::size_t stride, int n, const char* hosts,
+                                                           std::int64_t* out, std::size_t row, ShareWork& work) {
+  int* const source = work.source.data();
+  double* const count = work.count.data();
+  int sending = 0;
+  int sharing = 0;
+  for (int s = 0; s < n; ++s) {
+    const std::uint32_t c = column[static_cast<std::size_t>(s) * stride];
+    if (c == 0) continue;
+    ++sending;
+    if (hosts[s]) {
+      split_source(x, s, c, out + static_cast<std::size_t>(s) * row, work);
+      continue;
+    }
+    source[sharing] = s;
+    count[sharing++] = c;
+  }
+  // The last batch's idle lanes write to the spare row n.
+  for (int l = 0; l < kLanes; ++l) {
+    source[sharing + l] = n;
+    count[sharing + l] = 0;
+  }
+  const double total = static_cast<double>(x.total_room);
+  const double inverse = 1.0 / total;
+  LaneReals room[M];
+  LaneReals tie[M];
+  int index[M];
+  for (int t = 0; t < M; ++t) {
+    room[t] = LaneReals{} + static_cast<double>(x.eligible[t].room);
+    tie[t] = LaneReals{} + static_cast<double>(x.eligible[t].tie_key);
+    index[t] = x.eligible[t].index;
+  }
+  constexpr double kTieScale = static_cast<double>(std::uint64_t{1} << kTieBits);
+  for (int first = 0; first < sharing; first += kLanes) {
+    LaneReals c;
+    for (int l = 0; l < kLanes; ++l) c[l] = count[first + l];
+    LaneReals share[M];
+    LaneReals key[M];
+    LaneReals given = {};
+    LaneReals rest = {};
+#pragma GCC unroll 8
+    for (int t = 0; t + 1 < M; ++t) {
+      LaneReals frac;
+      share[t] = lanes_floor_divide(c * room[t], total, inverse, frac);
+      key[t] = frac * kTieScale + tie[t];
+      given += share[t];
+      rest += frac;
+    }
+    // extra = ceil(rest / total), below M as each remainder is below total: how many of 0, total,
+    // 2 total, ... rest exceeds, comparisons in place of a division, which holds the lanes up longer.
+    LaneReals extra = {};
+    const LaneReals one = LaneReals{} + 1.0;
+#pragma GCC unroll 8
+    for (int j = 0; j + 1 < M; ++j)
+      extra += reinterpret_cast<LaneReals>(reinterpret_cast<LaneInts>(one) & (rest > j * total));
+    share[M - 1] = c - given - extra;
+    key[M - 1] = (extra * total - rest) * kTieScale + tie[M - 1];
+    LaneInts larger[M] = {};
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 8
+      for (int j = t + 1; j < M; ++j) {
+        const LaneInts t_larger = key[t] > key[j];  // -1 where key t is the larger
+        larger[j] -= t_larger;
+        larger[t] += t_larger + 1;
+      }
+    const LaneInts extra_tokens = lanes_integer(extra);
+    LaneInts tokens[M];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) tokens[t] = lanes_integer(share[t]) - (larger[t] < extra_tokens);
+#pragma GCC unroll 4
+    for (int l = 0; l < kLanes; ++l) {
+      std::int64_t* to = out + static_cast<std::size_t>(source[first + l]) * row;
+      for (int t = M; t < x.k; ++t) to[x.eligible[t].index] = 0;
+#pragma GCC unroll 8
+      for (int t = 0; t < M; ++t) to[index[t]] = tokens[t][l];
+    }
+  }
+  return sending;
+}
+#endif
+
 /// Every sending source's split of expert x: source s's tokens for instance i go to
 /// out[s * row + i], the column of counts being column[s * stride]; returns how many sources send.
-/// `share` is share_left for x's number of eligible instances, a template argument so that the
-/// choice is made once per expert and the share is computed in line. With locality, `hosts` marks the
-/// GPUs of x's instances: those sources keep their own tokens first.
-template <typename Share>
-int split_column(const ExpertSplit& x, const std::uint32_t* column, std::size_t stride, int n, const char* hosts,
-                 std::int64_t* out, std::size_t row, ShareWork& work, Share share) {
+/// With locality, `hosts` marks the GPUs of x's instances: those sources keep their own tokens first
+/// (split_source). The others share all theirs over the M = x.m eligible instances, as share_left
+/// does, in line: M is a template argument (0 for more than kRankedSplit), so that the choice is made
+/// once per expert, and the eligible instances' rooms, keys and indices are read into locals once per
+/// expert, where the compiler keeps them in registers (it cannot keep them in x.eligible across the
+/// stores to `out`, which might alias them). Not inlined, so that plan()'s route loop stays small
+/// enough for the compiler to inline its own helpers.
+template <int M>
+__attribute__((noinline)) int split_column(const ExpertSplit& x, const std::uint32_t* column, std::size_t stride,
+                                           int n, const char* hosts, std::int64_t* out, std::size_t row,
+                                           ShareWork& work) {
+#ifdef EPSIM_ULTRAEP_LANES
+  if constexpr (M >= 2 && M <= kRankedSplit) {
+    if (work.lanes && lanes_exact(x, work.most_count))
+      return split_lanes<M>(x, column, stride, n, hosts, out, row, work);
+  }
+#endif
+  constexpr int kLocal = M > 0 ? M : 1;
+  std::int64_t room[kLocal];
+  std::uint64_t tie[kLocal];
+  int index[kLocal];
+  for (int t = 0; t < kLocal; ++t) {
+    room[t] = x.eligible[t].room;
+    tie[t] = x.eligible[t].tie_key;
+    index[t] = x.eligible[t].index;
+  }
+  const std::int64_t total = x.total_room;
+  const std::uint64_t inverse = x.inverse;
   const int k = x.k;
   int sending = 0;
   for (int s = 0; s < n; ++s, out += row) {
@@ -387,19 +555,64 @@ int split_column(const ExpertSplit& x, const std::uint32_t* column, std::size_t 
       continue;
     }
     for (int t = x.m; t < k; ++t) out[x.eligible[t].index] = 0;
-    share(c, out);
+    if constexpr (M == 0) {
+      share_many(x, c, out, work);
+    } else if constexpr (M == 1) {
+      out[index[0]] = c;  // its room is all the room there is: the whole share, nothing left over
+    } else if constexpr (M == 2) {
+      // share_two
+      std::int64_t frac = 0;
+      const std::int64_t share = divide(c * room[0], total, inverse, frac);
+      const std::uint64_t key_a = static_cast<std::uint64_t>(frac) << kTieBits | tie[0];
+      const std::uint64_t key_b = static_cast<std::uint64_t>(total - frac) << kTieBits | tie[1];
+      const std::int64_t to_a = frac != 0 && key_a > key_b ? 1 : 0;
+      out[index[0]] = share + to_a;
+      out[index[1]] = c - share - to_a;
+    } else {
+      // divide_shares, then share_ranked
+      std::int64_t share[M];
+      std::uint64_t key[M];
+      std::int64_t given = 0;
+      std::int64_t rest = 0;
+#pragma GCC unroll 8
+      for (int t = 0; t + 1 < M; ++t) {
+        std::int64_t frac = 0;
+        share[t] = divide(c * room[t], total, inverse, frac);
+        given += share[t];
+        rest += frac;
+        key[t] = static_cast<std::uint64_t>(frac) << kTieBits | tie[t];
+      }
+      std::int64_t unused = 0;
+      const std::int64_t extra = divide(rest + total - 1, total, inverse, unused);
+      share[M - 1] = c - given - extra;
+      key[M - 1] = static_cast<std::uint64_t>(extra * total - rest) << kTieBits | tie[M - 1];
+      int larger[M] = {};
+#pragma GCC unroll 8
+      for (int t = 0; t < M; ++t)
+#pragma GCC unroll 8
+        for (int j = t + 1; j < M; ++j) {
+          const int t_larger = key[t] > key[j] ? 1 : 0;
+          larger[j] += t_larger;
+          larger[t] += 1 - t_larger;
+        }
+#pragma GCC unroll 8
+      for (int t = 0; t < M; ++t) out[index[t]] = share[t] + (larger[t] < extra ? 1 : 0);
+    }
   }
   return sending;
 }
 
-/// Writes a route's four fields that change at `route`, in a buffer whose via_gpu and stage are
-/// already -1 and 0, and returns the next route. src_rank and instance go in as one 8-byte word
-/// (src_rank low): the compiler does not merge the two 4-byte stores, and a store fewer per route is
-/// a tenth of the routes' time.
+/// Writes a direct route (via_gpu -1, stage 0) at `route`, whose bytes may be anything, and returns
+/// the next route. src_rank and instance go in as one little-endian 8-byte word (src_rank low), and so
+/// do carrier and via_gpu: the compiler does not merge the 4-byte stores, and a store fewer per route
+/// is a tenth of the routes' time.
 inline TokenRoute* put_route(TokenRoute* route, std::uint64_t src_and_instance, std::int64_t tokens, Carrier carrier) {
+  const std::uint64_t carrier_and_via =
+      static_cast<std::uint32_t>(carrier) | std::uint64_t{static_cast<std::uint32_t>(-1)} << 32;
   std::memcpy(&route->src_rank, &src_and_instance, sizeof src_and_instance);
   route->tokens = tokens;
-  route->carrier = carrier;
+  std::memcpy(&route->carrier, &carrier_and_via, sizeof carrier_and_via);
+  route->stage = 0;
   return route + 1;
 }
 
@@ -410,6 +623,15 @@ inline TokenRoute* remote_routes(TokenRoute* route, const std::uint32_t* row, in
   std::uint64_t src_and_instance = src | static_cast<std::uint64_t>(from) << 32;
   for (const std::uint32_t* count = row + from; count != row + to; ++count, src_and_instance += std::uint64_t{1} << 32)
     if (*count != 0) route = put_route(route, src_and_instance, *count, Carrier::ep_backend);
+  return route;
+}
+
+/// The routes from source `src` of an expert with copies, none of whose instances is on src:
+/// tokens[i] to instances[i] for the k instances, all on the EP backend.
+inline TokenRoute* remote_split_routes(TokenRoute* route, const std::int64_t* tokens, const SplitInstance* instances,
+                                       int k, std::uint64_t src) {
+  for (int i = 0; i < k; ++i)
+    if (tokens[i] != 0) route = put_route(route, src | instances[i].key, tokens[i], Carrier::ep_backend);
   return route;
 }
 
@@ -544,6 +766,7 @@ UltraEpDomainQuotas ultraep_domain_quotas(const std::vector<std::int64_t>& exper
 /// plan()'s working space, kept between calls so that its buffers are allocated once, not on every
 /// call (a few dozen allocations against the plan's own).
 struct UltraEp::Workspace {
+  std::vector<std::uint32_t> load32;  ///< the loads modulo 2^32 (see plan())
   std::vector<std::int64_t> load;
   std::vector<int> home;
   MastersByGpu masters_of;
@@ -562,8 +785,12 @@ struct UltraEp::Workspace {
   std::vector<std::int64_t> split_tokens;
   ShareWork share_work;
   std::vector<char> hosts;
-  /// One source's routes are written here first (see plan()); every via_gpu and stage stays -1 and 0.
-  std::vector<TokenRoute> routes;
+  /// Per source, per expert with copies (in `splits` order): 1 where the source hosts one of the
+  /// expert's instances, whose routes from it are then local, else 0 (all its routes on the EP
+  /// backend, written without comparing each instance's GPU with the source).
+  std::vector<char> local_split;
+  /// The plan's GEMM groups before they are swapped into it; after, the empty lists start_plan made.
+  std::vector<std::vector<GemmGroup>> gemm_order;
 };
 
 UltraEp::UltraEp(UltraEpParams params) : params_(params), work_(std::make_unique<Workspace>()) {}
@@ -576,30 +803,47 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   // A bug in the caller, not bad input; checked always because a zero would loop forever.
   if (context.gpus_per_node <= 0) throw std::logic_error("ultraep: gpus_per_node must be positive");
   // The counts once, row by row as they lie in memory: each expert's load, and how many (source,
-  // expert) pairs send tokens (the routes, were there no copies).
+  // expert) pairs send tokens (the routes, were there no copies). The loads are summed in 32 bits,
+  // which the generic build's vector registers hold four at a time, with the OR of all the counts
+  // beside them: no count exceeds it, so the sums are exact while n times it stays below 2^32 (at EP
+  // 64, counts below 2^26); beyond that the loads are summed again in 64 bits.
   Workspace& w = *work_;
   const std::uint32_t* counts = record.counts.data();
-  std::vector<std::int64_t>& load = w.load;
-  load.assign(experts, 0);
+  std::vector<std::uint32_t>& load32 = w.load32;
+  load32.assign(experts, 0);
+  std::uint32_t any_count = 0;
   std::size_t sending_pairs = 0;
-  // Two rows at a time, so that each load is read and written once per pair; the 32-bit counters
-  // need no widening.
+  // Two rows at a time, so that each sum is read and written once per pair.
   int s = 0;
   for (; s + 1 < n; s += 2) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     const std::uint32_t* next = row + experts;
     std::uint32_t sending = 0;
+    std::uint32_t bits = 0;
     for (int e = 0; e < experts; ++e) {
-      load[e] += static_cast<std::int64_t>(row[e]) + next[e];
+      load32[e] += row[e] + next[e];  // modulo 2^32, exact when the whole sum fits
+      bits |= row[e] | next[e];
       sending += (row[e] != 0 ? 1 : 0) + (next[e] != 0 ? 1 : 0);
     }
+    any_count |= bits;
     sending_pairs += sending;
   }
   if (s < n) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
-      load[e] += row[e];
+      load32[e] += row[e];
+      any_count |= row[e];
       sending_pairs += row[e] != 0 ? 1 : 0;
+    }
+  }
+  std::vector<std::int64_t>& load = w.load;
+  if (std::uint64_t{any_count} * static_cast<std::uint64_t>(n) <= std::numeric_limits<std::uint32_t>::max()) {
+    load.assign(load32.begin(), load32.end());
+  } else {
+    load.assign(experts, 0);
+    for (int r = 0; r < n; ++r) {
+      const std::uint32_t* row = counts + static_cast<std::size_t>(r) * experts;
+      for (int e = 0; e < experts; ++e) load[e] += row[e];
     }
   }
   std::vector<int>& home = w.home;
@@ -638,22 +882,27 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     master_quota[m.expert] -= m.tokens;
   }
 
-  Plan plan = start_plan("ultraep", record, n);
-  plan.planner.site = PlannerSite::gpu;
-  plan.planner.start = PlannerStart::before_dispatch;
-  plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // One grouped GEMM per GPU over its master and redundant slots, as UltraEP runs it: the copies'
-  // weights are in before the dispatch.
+  // weights are in before the dispatch. The groups are allocated first, in w.gemm_order, and swapped
+  // into the plan: small blocks, which glibc's malloc serves fast from the bins the last plan's
+  // groups were freed to until a large block (the plan's own GEMM list among them) is allocated.
   std::vector<int>& on_gpu = w.on_gpu;
   on_gpu.assign(n, 0);
   for (int e = 0; e < experts; ++e) ++on_gpu[home[e]];
   for (int j = 0; j < copies; ++j) ++on_gpu[copy_gpu[j]];
+  w.gemm_order.resize(n);
   for (int g = 0; g < n; ++g) {
-    std::vector<GemmGroup>& groups = plan.gemm_order[g];
+    std::vector<GemmGroup>& groups = w.gemm_order[g];
+    groups.clear();
     groups.reserve(1);
     groups.emplace_back().gpu = g;
     groups.front().instances.reserve(on_gpu[g]);
   }
+  Plan plan = start_plan("ultraep", record, n);
+  plan.gemm_order.swap(w.gemm_order);
+  plan.planner.site = PlannerSite::gpu;
+  plan.planner.start = PlannerStart::before_dispatch;
+  plan.planner.duration_ps = us_to_ps(params_.planner_time_us);
   // Instance e is expert e's master, as in static EP, so a plan without moves is static EP's.
   plan.instances.reserve(static_cast<std::size_t>(experts) + copies);
   for (int e = 0; e < experts; ++e) {
@@ -746,72 +995,75 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
   std::vector<std::int64_t>& split_tokens = w.split_tokens;
   // Only the rows of sources that send the expert tokens are written, and read: the others keep
   // whatever an earlier call left there.
-  split_tokens.resize(split_instances.size() * static_cast<std::size_t>(n));
+  // A row more, where split_lanes' idle lanes write.
+  split_tokens.resize(split_instances.size() * (static_cast<std::size_t>(n) + 1));
   // The most routes there can be: a sending source reaches at most each instance of the expert.
   std::size_t most_routes = sending_pairs;
   {
     ShareWork& work = w.share_work;
     work.share.resize(most_instances);
     work.key.resize(2 * static_cast<std::size_t>(most_instances));
+#ifdef EPSIM_ULTRAEP_LANES
+    work.lanes = __builtin_cpu_supports("avx2");
+    work.most_count = any_count;
+    work.source.resize(static_cast<std::size_t>(n) + kLanes);
+    work.count.resize(static_cast<std::size_t>(n) + kLanes);
+#endif
     std::vector<char>& hosts = w.hosts;
     hosts.assign(n, 0);
-    for (const ExpertSplit& x : splits) {
+    w.local_split.assign(static_cast<std::size_t>(n) * splits.size(), 0);
+    for (std::size_t xi = 0; xi < splits.size(); ++xi) {
+      const ExpertSplit& x = splits[xi];
+      for (int i = 0; i < x.k; ++i)
+        w.local_split[static_cast<std::size_t>(x.instances[i].gpu) * splits.size() + xi] = 1;
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 1;
       const std::uint32_t* column = counts + x.expert;
       std::int64_t* out = split_tokens.data() + x.table;  // source 0's
       int sending = 0;
-      auto split = [&](auto share) {
-        sending = split_column(x, column, experts, n, hosts.data(), out, split_row, work, share);
-      };
       switch (x.m) {
-        case 1:  // its room is all the room there is: the whole share, nothing left over
-          split([&x](std::int64_t left, std::int64_t* tokens) { tokens[x.eligible[0].index] = left; });
-          break;
-        case 2: split([&x](std::int64_t left, std::int64_t* tokens) { share_two(x, left, tokens); }); break;
-        case 3: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<3>(x, left, tokens); }); break;
-        case 4: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<4>(x, left, tokens); }); break;
-        case 5: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<5>(x, left, tokens); }); break;
-        case 6: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<6>(x, left, tokens); }); break;
-        case 7: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<7>(x, left, tokens); }); break;
-        case 8: split([&x](std::int64_t left, std::int64_t* tokens) { share_ranked<8>(x, left, tokens); }); break;
-        default:
-          split([&x, &work](std::int64_t left, std::int64_t* tokens) { share_many(x, left, tokens, work); });
-          break;
+        case 1: sending = split_column<1>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 2: sending = split_column<2>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 3: sending = split_column<3>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 4: sending = split_column<4>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 5: sending = split_column<5>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 6: sending = split_column<6>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 7: sending = split_column<7>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        case 8: sending = split_column<8>(x, column, experts, n, hosts.data(), out, split_row, work); break;
+        default: sending = split_column<0>(x, column, experts, n, hosts.data(), out, split_row, work); break;
       }
       most_routes += static_cast<std::size_t>(sending) * (x.k - 1);
       if (locality)
         for (int i = 0; i < x.k; ++i) hosts[x.instances[i].gpu] = 0;
     }
   }
-  // Routes source by source, expert by expert, instance by instance (master first), zeros left out.
-  // Each source's are written through a pointer into w.routes, room for one source's routes (at
-  // most one per instance) that stays in the first-level cache, and appended to the plan with one
-  // memcpy (TokenRoute is trivial) into room reserved once for the most there can be. Appending them
-  // to the plan one by one (a capacity check and a size update each) cost more than the rest of
-  // plan(); so did sizing the plan's routes before writing them, and writing them all to a buffer the
-  // size of the plan's before copying them (each a second pass through the second-level cache).
-  // w.routes is filled with direct routes when it grows and keeps their via_gpu and stage: the loops
-  // write the four other fields.
-  const std::size_t row_routes = static_cast<std::size_t>(experts) + copies;
-  if (w.routes.size() < row_routes) w.routes.resize(row_routes, TokenRoute{0, 0, 0, Carrier::ep_backend, -1, 0});
-  plan.routes.reserve(most_routes);
-  TokenRoute* const buffer = w.routes.data();
+  // Routes source by source, expert by expert, instance by instance (master first), zeros left out,
+  // written in place: the plan's routes are sized once for the most there can be, without being
+  // written (TokenRoutes), and cut to the routes written. Appending them one by one (a capacity check
+  // and a size update each) cost more than the rest of plan(); writing each source's to a buffer in
+  // the first-level cache and appending them with one memcpy cost a second pass over the routes, a
+  // tenth of plan()'s time.
+  plan.routes.resize(most_routes);
+  TokenRoute* route = plan.routes.data();
   const std::int64_t* const split_table = split_tokens.data();
   // A source's own masters (masters_of lists every GPU's, ascending) are the only experts without
   // copies whose routes stay local: they and the experts with copies break each row into runs of
-  // remote_routes.
+  // remote_routes. What the loops read is in locals: put_route writes with memcpy, which the compiler
+  // assumes may write anything, vectors' sizes included, and would read again after every route.
+  const std::size_t num_splits = splits.size();
+  const ExpertSplit* const split_list = splits.data();
+  const char* const local_split = w.local_split.data();
   const int* const own_begin = w.masters_of.begin.data();
   const int* const own_experts = w.masters_of.experts.data();
   for (int s = 0; s < n; ++s) {
     const std::uint32_t* row = counts + static_cast<std::size_t>(s) * experts;
-    TokenRoute* route = buffer;
     const std::uint64_t src = static_cast<std::uint32_t>(s);
     const int* own = own_experts + own_begin[s];
     const int* const own_end = own_experts + own_begin[s + 1];
     int e = 0;
     // Up to `next` (an expert with copies, or the end of the row): the remote runs and s's own masters.
-    auto plain_up_to = [&](int next) {
+    // In line, or `route` and the rest go through memory on every call.
+    auto plain_up_to = [&](int next) __attribute__((always_inline)) {
       for (; own != own_end && *own < next; ++own) {
         route = remote_routes(route, row, e, *own, src);
         if (row[*own] != 0)
@@ -822,14 +1074,18 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       route = remote_routes(route, row, e, next, src);
       e = next + 1;
     };
-    for (const ExpertSplit& x : splits) {
+    const char* const local = local_split + static_cast<std::size_t>(s) * num_splits;
+    for (std::size_t xi = 0; xi < num_splits; ++xi) {
+      const ExpertSplit& x = split_list[xi];
       plain_up_to(x.expert);
       if (row[x.expert] == 0) continue;
-      route = split_routes(route, split_table + static_cast<std::size_t>(s) * split_row + x.table, x.instances, x.k, s);
+      const std::int64_t* tokens = split_table + static_cast<std::size_t>(s) * split_row + x.table;
+      route = local[xi] ? split_routes(route, tokens, x.instances, x.k, s)
+                        : remote_split_routes(route, tokens, x.instances, x.k, src);
     }
     plain_up_to(experts);
-    plan.routes.insert(plan.routes.end(), buffer, route);
   }
+  plan.routes.resize(static_cast<std::size_t>(route - plan.routes.data()));
   return plan;
 }
 

@@ -199,7 +199,7 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   // routes are read twice while they are in the cache (its totals, then its legs), one pass over a
   // plan that at wide EP holds millions of routes. The sums are the general path's, in its order.
   if (stages == 1) {
-    const std::vector<TokenRoute>& routes = plan.routes;
+    const TokenRoutes& routes = plan.routes;
     // At most one leg per (source, target): room for them at once, not by doubling.
     gpu_legs_[0].reserve(std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(n)));
     node_legs_[0].reserve(by_node ? std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes)) : 0);
