@@ -1004,7 +1004,7 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
     work.share.resize(most_instances);
     work.key.resize(2 * static_cast<std::size_t>(most_instances));
 #ifdef EPSIM_ULTRAEP_LANES
-    work.lanes = __builtin_cpu_supports("avx2");
+    work.lanes = vector_split_ && __builtin_cpu_supports("avx2");
     work.most_count = any_count;
     work.source.resize(static_cast<std::size_t>(n) + kLanes);
     work.count.resize(static_cast<std::size_t>(n) + kLanes);

@@ -95,12 +95,17 @@ class UltraEp : public Balancer {
   explicit UltraEp(UltraEpParams params);
   ~UltraEp() override;
   Plan plan(const TraceRecord& record, const BalancerContext& context) override;
+  /// Whether plan() may split an expert's tokens four sources at a time where the CPU has AVX2 (on by
+  /// default). The plans are the same either way; turned off, the one-source path runs on any CPU,
+  /// which is how the tests check it on machines that have AVX2.
+  void use_vector_split(bool on) { vector_split_ = on; }
   /// Records of each layer that run before the balancer's steady-state plan: none, it plans every
   /// record from that record's own counts.
 
  private:
   struct Workspace;
   UltraEpParams params_;
+  bool vector_split_ = true;
   std::unique_ptr<Workspace> work_;  ///< plan()'s buffers, kept between calls
 };
 

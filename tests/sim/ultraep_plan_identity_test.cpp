@@ -314,6 +314,10 @@ TEST_CASE("UltraEP's plans follow their definition field by field on random reco
       const Plan plan = ultraep.plan(c.record, ctx);
       check_plan(plan, c, placement);
       with_copies += plan.instances.size() > static_cast<std::size_t>(c.model.num_experts) ? 1 : 0;
+      // The one-source split (CPUs without AVX2) gives the same plan, byte for byte.
+      UltraEp one_source(c.params);
+      one_source.use_vector_split(false);
+      CHECK(plan_to_json(one_source.plan(c.record, ctx)).dump() == plan_to_json(plan).dump());
     }
   }
   // The random set exercises the split, not only static EP's plan.
