@@ -10,13 +10,6 @@ namespace epsim {
 
 namespace {
 
-constexpr std::uint64_t kSlotMask = 0xffff'ffffULL;
-// Stale entries are dropped in one pass once they outnumber the live ones by this many: the pass
-// costs O(entries) and runs at most once per this many cancels or moves, so each pays O(1).
-constexpr std::size_t kStaleSlack = 256;
-// A slot's stamp is 32 bits; dropping every stale entry before 2^31 stamps have gone by means a
-// stale entry can never match its slot's stamp again after a wrap-around.
-constexpr std::size_t kMaxStale = std::size_t{1} << 31;
 // Where a pass checks many entries against their slots, the slot of the entry this many ahead is
 // requested.
 constexpr std::ptrdiff_t kSlotsAhead = 16;
@@ -29,15 +22,6 @@ constexpr std::size_t kLastBlock_bytes = std::size_t{2} << 20;
 EventQueue::~EventQueue() {
   for (std::size_t slot = 0; slot < states_.size(); ++slot)
     if ((states_[slot].generation & 1) != 0) actions_[slot].call(actions_[slot].storage, Action::Op::destroy);
-}
-
-std::int64_t EventQueue::pending_slot(Handle handle) const {
-  const std::uint64_t low = handle & kSlotMask;
-  if (low == 0 || low > states_.size()) return -1;
-  const std::uint32_t slot = static_cast<std::uint32_t>(low - 1);
-  const std::uint32_t generation = states_[slot].generation;
-  if ((generation & 1) == 0 || generation != static_cast<std::uint32_t>(handle >> 32)) return -1;
-  return slot;
 }
 
 void EventQueue::throw_bad_time(Time_ps at_ps) const {
@@ -84,7 +68,7 @@ EventQueue::Handle EventQueue::insert_held(Time_ps at_ps, Action::Call call, std
   std::memcpy(held.storage.bytes + sizeof word0, &word1, sizeof word1);
   SlotState& state = states_[slot];
   const std::uint32_t generation = ++state.generation;  // odd: pending
-  append(bucket_of(at_ps), Entry{at_ps, slot, state.stamp});
+  file_entry(at_ps, slot, state.stamp);
   ++live_;
   return (static_cast<std::uint64_t>(generation) << 32) | (static_cast<std::uint64_t>(slot) + 1);
 }
@@ -101,18 +85,6 @@ bool EventQueue::cancel(Handle handle) {
   return true;
 }
 
-bool EventQueue::reschedule(Handle handle, Time_ps at_ps) {
-  const std::int64_t slot = pending_slot(handle);
-  if (slot < 0) return false;
-  check_time(at_ps);
-  // The old entry goes stale and a new one is appended: the moved event runs after those already
-  // due at the same time, exactly as a fresh sequence number would order it.
-  const std::uint32_t index = static_cast<std::uint32_t>(slot);
-  retire_entry(index);
-  append(bucket_of(at_ps), Entry{at_ps, index, states_[index].stamp});
-  return true;
-}
-
 bool EventQueue::pending(Handle handle) const { return pending_slot(handle) >= 0; }
 
 bool EventQueue::run_next() {
@@ -121,6 +93,8 @@ bool EventQueue::run_next() {
     if (stale_ > 0) {
       while (nonempty_words_ != 0) empty_bucket(lowest_bucket());
       next_ = nullptr;
+      at_now_.clear();
+      at_now_next_ = 0;
       stale_ = 0;
     }
     return false;
@@ -173,7 +147,8 @@ void EventQueue::mark_empty(int b) {
   ends_[static_cast<std::size_t>(b)] = nullptr;
   std::uint64_t& word = nonempty_[static_cast<std::size_t>(b / 64)];
   word &= ~(std::uint64_t{1} << (b % 64));
-  if (word == 0) nonempty_words_ &= ~(std::uint32_t{1} << (b / 64));
+  // Without a branch: on level 0 the word empties about every other time.
+  nonempty_words_ &= ~(static_cast<std::uint32_t>(word == 0) << (b / 64));
 }
 
 void EventQueue::empty_bucket(int b) {
@@ -185,7 +160,6 @@ void EventQueue::empty_bucket(int b) {
   mark_empty(b);
 }
 
-template <bool kDropStale>
 void EventQueue::split_bucket(int b) {
   // Every entry of the lowest non-empty bucket is earlier than every entry above it, so its
   // earliest time becomes last_ps_; relative to it, each entry lands in a strictly lower bucket.
@@ -204,15 +178,6 @@ void EventQueue::split_bucket(int b) {
   for (Chunk* chunk = head;;) {
     const Entry* const stop = chunk_end(chunk, b);
     for (const Entry* e = entries_of(chunk); e != stop; ++e) {
-      if (kDropStale) {
-        // The check misses the cache for most entries: their slots are requested kSlotsAhead
-        // entries before, so that the misses overlap.
-        if (stop - e > kSlotsAhead) __builtin_prefetch(&states_[e[kSlotsAhead].slot]);
-        if (!is_live(*e)) {
-          --stale_;
-          continue;
-        }
-      }
       const int to = bucket_of(e->at_ps);
       // Level 0 holds the next events to run (every other bucket is later in time): their slots
       // are requested now, so that each arrives while the earlier ones run. With many events
@@ -232,18 +197,33 @@ void EventQueue::split_bucket(int b) {
   mark_empty(b);
 }
 
-EventQueue::Entry EventQueue::pop_live() {
+// Inline: run_next is its one caller, once per event.
+inline EventQueue::Entry EventQueue::pop_live() {
   while (true) {
+    // Events scheduled at now run after those the heap holds for now, which were scheduled
+    // earlier: those are in the level-0 bucket of now, the lowest if any (no entry is earlier).
+    if (at_now_next_ != at_now_.size() &&
+        (nonempty_words_ == 0 || lowest_bucket() != static_cast<int>(last_ps_ & (kDigits - 1)))) {
+      const Entry e = at_now_[at_now_next_];
+      if (++at_now_next_ == at_now_.size()) {
+        at_now_.clear();
+        at_now_next_ = 0;
+      }
+      if (is_live(e)) return e;
+      --stale_;
+      continue;
+    }
     const int b = lowest_bucket();
     if (b >= kDigits) {
-      // Stale entries are dropped where a split reads far-off entries anyway (two levels up, a
-      // bucket spans 65,536 ps or more): checking each there costs a lookup per entry, which the
-      // stale ones repay by moving no further.
+      // Stale entries are dropped before a split of a far-off bucket (two levels up, a bucket
+      // spans 65,536 ps or more): checking each costs a lookup, which the stale ones repay by
+      // moving no further, and most entries there are stale (a flow's completion moves several
+      // times before it is due). The live ones left are few and split while still in the cache.
       if (stale_ != 0 && b >= 2 * kDigits) {
-        split_bucket<true>(b);
-      } else {
-        split_bucket<false>(b);
+        stale_ -= drop_stale_in(b, entries_of(heads_[static_cast<std::size_t>(b)]));
+        if (ends_[static_cast<std::size_t>(b)] == nullptr) continue;  // all were stale
       }
+      split_bucket(b);
       continue;
     }
     // Level 0: the bucket of one time, a FIFO.
@@ -267,15 +247,14 @@ EventQueue::Entry EventQueue::pop_live() {
   }
 }
 
-void EventQueue::retire_entry(std::uint32_t slot) {
-  ++states_[slot].stamp;
-  ++stale_;
-  if (__builtin_expect(stale_ > live_ + kStaleSlack || stale_ >= kMaxStale, 0)) drop_stale_entries();
-}
-
 void EventQueue::drop_stale_entries() {
-  // Bucket by bucket, the lowest (a partly taken FIFO when on level 0) from next_ on.
   stale_ = 0;
+  // The events at now from at_now_next_ on, moved to the front.
+  const auto first = at_now_.begin() + static_cast<std::ptrdiff_t>(at_now_next_);
+  at_now_.erase(std::remove_if(first, at_now_.end(), [this](const Entry& e) { return !is_live(e); }), at_now_.end());
+  at_now_.erase(at_now_.begin(), first);
+  at_now_next_ = 0;
+  // Bucket by bucket, the lowest (a partly taken FIFO when on level 0) from next_ on.
   if (nonempty_words_ == 0) return;
   const int lowest = lowest_bucket();
   const std::array<std::uint64_t, kBucketWords> words = nonempty_;
@@ -288,29 +267,42 @@ void EventQueue::drop_stale_entries() {
   next_ = nullptr;
 }
 
-void EventQueue::drop_stale_in(int b, const Entry* first) {
+std::size_t EventQueue::drop_stale_in(int b, const Entry* first) {
   // Stable and in place: live entries are copied forward, so equal times keep their order.
   Chunk* const head = heads_[static_cast<std::size_t>(b)];
   Chunk* const tail = chunk_before(ends_[static_cast<std::size_t>(b)], b);
+  // Every entry is copied and the write position advanced by one for a live entry, without a
+  // branch on it: whether an entry is stale is about a coin toss, which a branch would mispredict
+  // every other time. The write position moves on to the next chunk when it reaches a chunk's end
+  // even if no entry follows; the end then stays in the chunk before, as a full chunk's end.
   Chunk* write_chunk = head;
+  Chunk* before_write_chunk = nullptr;
   Entry* write = entries_of(head);
+  std::size_t dropped = 0;
   for (Chunk* chunk = head;; chunk = chunk->next) {
     const Entry* const stop = chunk_end(chunk, b);
     for (const Entry* e = chunk == head ? first : entries_of(chunk); e != stop; ++e) {
       // The slot of the entry kSlotsAhead on is requested now, so that the checks' misses overlap.
       if (stop - e > kSlotsAhead) __builtin_prefetch(&states_[e[kSlotsAhead].slot]);
-      if (!is_live(*e)) continue;
       if (at_chunk_end(write, b)) {
+        before_write_chunk = write_chunk;
         write_chunk = write_chunk->next;
         write = entries_of(write_chunk);
       }
-      *write++ = *e;
+      *write = *e;  // never ahead of e: the entries go to the same or earlier positions
+      const std::size_t live = is_live(*e) ? 1 : 0;
+      write += live;
+      dropped += 1 - live;
     }
     if (chunk == tail) break;
   }
+  if (write == entries_of(write_chunk) && before_write_chunk != nullptr) {
+    write_chunk = before_write_chunk;
+    write = reinterpret_cast<Entry*>(reinterpret_cast<std::uintptr_t>(write_chunk) + chunk_mask(b) + 1);
+  }
   if (write == entries_of(head)) {
     empty_bucket(b);
-    return;
+    return dropped;
   }
   for (Chunk* chunk = write_chunk->next; chunk != nullptr;) {
     Chunk* next = chunk->next;
@@ -319,6 +311,7 @@ void EventQueue::drop_stale_in(int b, const Entry* first) {
   }
   write_chunk->next = nullptr;
   ends_[static_cast<std::size_t>(b)] = write;
+  return dropped;
 }
 
 void EventQueue::free_slot(std::uint32_t slot) {

@@ -407,3 +407,69 @@ TEST_CASE("EventQueue drops the stale entries of far-off buckets and keeps the o
   for (const auto& [at, id] : reference) expected.push_back(id);
   CHECK(popped == expected);
 }
+
+TEST_CASE("EventQueue runs events scheduled at now after those already due then, in scheduling order") {
+  // A, B and C are due at 10 from the start. A schedules X at now, moves C to now and schedules Y
+  // and W at now; B cancels W; X schedules Z at now. The ones scheduled or moved at 10 while it is
+  // now run after B, the last of those due at 10 before, in the order of the calls.
+  EventQueue q;
+  std::vector<char> order;
+  EventQueue::Handle c = 0;
+  EventQueue::Handle w = 0;
+  q.schedule(10, [&] {
+    order.push_back('A');
+    q.schedule(10, [&] {
+      order.push_back('X');
+      q.schedule(q.now_ps(), [&] { order.push_back('Z'); });
+    });
+    CHECK(q.reschedule(c, 10));
+    q.schedule(10, [&] { order.push_back('Y'); });
+    w = q.schedule(10, [&] { order.push_back('W'); });
+  });
+  q.schedule(10, [&] {
+    order.push_back('B');
+    CHECK(q.cancel(w));
+  });
+  c = q.schedule(10, [&] { order.push_back('C'); });
+  q.schedule(11, [&] { order.push_back('L'); });
+  // Before anything runs now is 0: these run first, in their order.
+  q.schedule(0, [&] { order.push_back('0'); });
+  q.schedule_in(0, [&] { order.push_back('1'); });
+  q.run();
+  CHECK(order == std::vector<char>{'0', '1', 'A', 'B', 'X', 'C', 'Y', 'Z', 'L'});
+  CHECK(q.events_run() == 9);
+  CHECK(q.empty());
+}
+
+TEST_CASE("EventQueue keeps the order when the live entries of a far-off bucket end on a chunk boundary") {
+  // 510 events at one far-off bucket's times fill two chunks of 255 entries; moving the second
+  // 255 away leaves the live ones exactly one chunk when the bucket is reached and its stale
+  // entries are dropped. Also with 765 and 1020, and with a few of the first moved to the end.
+  for (int chunks = 2; chunks <= 4; ++chunks) {
+    CAPTURE(chunks);
+    EventQueue q;
+    std::multimap<Time_ps, int> reference;
+    std::vector<std::pair<EventQueue::Handle, std::multimap<Time_ps, int>::iterator>> events;
+    std::vector<int> popped;
+    const Time_ps far_ps = Time_ps{1} << 20;
+    const int count = 255 * chunks;
+    for (int i = 0; i < count; ++i) {
+      const Time_ps at = far_ps + (i * 7919) % 600;  // times out of order, some equal
+      events.emplace_back(q.schedule(at, [&popped, i] { popped.push_back(i); }), reference.emplace(at, i));
+    }
+    const auto move = [&](int i, Time_ps at) {
+      auto& [handle, where] = events[static_cast<std::size_t>(i)];
+      REQUIRE(q.reschedule(handle, at));
+      reference.erase(where);
+      where = reference.emplace(at, i);
+    };
+    for (int i = 255; i < count; ++i) move(i, (Time_ps{1} << 21) + i % 50);
+    if (chunks == 4) {
+      for (int i = 0; i < 255; i += 51) move(i, far_ps + 599);
+    }
+    q.run();
+    std::vector<int> expected;
+    for (const auto& [at, id] : reference) expected.push_back(id);
+    CHECK(popped == expected);
+  }
+}
