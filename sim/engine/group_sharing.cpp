@@ -25,16 +25,14 @@ constexpr double kDoneBytes = 1e-6;
 // flow a finite end.
 constexpr double kMinRate = 1e-12;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
 
 }  // namespace
 
-GroupSharing::GroupSharing(EventQueue& queue) : queue_(queue) {}
+GroupSharing::GroupSharing(EventQueue& queue) : queue_(queue), table_(queue, *this) {}
 
 void GroupSharing::reserve_flows(std::size_t flows) {
-  flows_.reserve(flows);
+  table_.reserve(flows);
   paths_.reserve(flows);
-  free_slots_.reserve(flows);
 }
 
 void GroupSharing::add_link(double capacity_GBps, int group) {
@@ -62,30 +60,6 @@ void GroupSharing::add_link(double capacity_GBps, int group) {
   links_.push_back(link);
 }
 
-std::int32_t GroupSharing::take_slot() {
-  if (!free_slots_.empty()) {
-    const std::int32_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    return slot;
-  }
-  flows_.emplace_back();
-  paths_.emplace_back();
-  return static_cast<std::int32_t>(flows_.size() - 1);
-}
-
-GroupSharing::FlowId GroupSharing::id_of(std::int32_t slot) const {
-  return (static_cast<FlowId>(flows_[static_cast<std::size_t>(slot)].generation) << 32) | slot;
-}
-
-const GroupSharing::Flow* GroupSharing::find(FlowId id) const {
-  if (id < 0) return nullptr;
-  const std::uint64_t slot = static_cast<std::uint64_t>(id) & 0xffff'ffffULL;
-  if (slot >= flows_.size()) return nullptr;
-  const Flow& f = flows_[slot];
-  if (!f.active || f.generation != static_cast<std::uint32_t>(id >> 32)) return nullptr;
-  return &f;
-}
-
 std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap) {
   for (std::size_t c = 0; c < group.classes.size(); ++c) {
     const Class& k = group.classes[c];
@@ -99,15 +73,12 @@ std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap
 
 GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
                                               double rate_cap_GBps, DoneCallback on_done) {
-  // The queue's own check, made here since the flow waits in a list rather than as an event.
-  if (latency_ps > kMaxTime_ps - queue_.now_ps())
-    throw TimeOverflow("a flow's latency of " + short_number(static_cast<double>(latency_ps) * 1e-12) +
-                       " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
+  table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
   const double cap = std::isinf(rate_cap_GBps) ? kInf : GBps_to_bytes_per_ps(rate_cap_GBps);
-  const std::int32_t slot = take_slot();
-  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  const std::int32_t slot = table_.open(std::move(on_done));
+  if (paths_.size() < table_.slots()) paths_.emplace_back();
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   // The groups the route crosses, each with the links of it the flow takes: a route is a few links,
   // so the groups are gathered by a scan of those found so far.
@@ -136,33 +107,12 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   path.seg_count = static_cast<std::uint16_t>(count);
   path.bytes = bytes;
   path.cap = cap;
-  f.on_done = std::move(on_done);
-  f.started_ps = queue_.now_ps();
-  f.active = true;
-  f.transferring = false;
-  ++active_;
-  const FlowId id = id_of(slot);
-  // Even a flow with nothing to move ends from an event, never inside start_flow.
-  std::size_t list = 0;
-  while (list < arrivals_.size() && arrivals_[list].latency_ps != latency_ps) ++list;
-  if (list == arrivals_.size()) arrivals_.push_back(Arrivals{latency_ps, {}, 0, 0});
-  Arrivals& a = arrivals_[list];
-  const Time_ps at = queue_.now_ps() + latency_ps;
-  a.waiting.emplace_back(at, slot);
-  if (a.event == 0) a.event = queue_.schedule(at, [this, list] { arrive(list); });
+  const FlowId id = table_.id_of(slot);
+  table_.wait(slot, latency_ps);
   return id;
 }
 
-void GroupSharing::arrive(std::size_t list) {
-  arrivals_[list].event = 0;
-  const Time_ps now = queue_.now_ps();
-  // enter_transfer may end an empty flow, whose callback may start flows: `waiting` can grow (and
-  // move) meanwhile, so it is read by index, and with no latency a new flow is due now too.
-  while (arrivals_[list].head < arrivals_[list].waiting.size() &&
-         arrivals_[list].waiting[arrivals_[list].head].first == now) {
-    const std::int32_t slot = arrivals_[list].waiting[arrivals_[list].head++].second;
-    enter_transfer(slot);
-  }
+void GroupSharing::settle_entered() {
   for (const std::int32_t gi : dirty_) {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
@@ -175,31 +125,16 @@ void GroupSharing::arrive(std::size_t list) {
     schedule_group(gi);
   }
   dirty_.clear();
-  Arrivals& a = arrivals_[list];
-  if (a.head == a.waiting.size()) {
-    a.waiting.clear();
-    a.head = 0;
-    return;
-  }
-  if (a.head > a.waiting.size() / 2) {  // keep the list's memory bounded by what waits
-    a.waiting.erase(a.waiting.begin(), a.waiting.begin() + static_cast<std::ptrdiff_t>(a.head));
-    a.head = 0;
-  }
-  // A flow started meanwhile (by an empty flow's end) may have scheduled the list's event at its own
-  // time, later than the head's: the event goes to the head.
-  const Time_ps next = a.waiting[a.head].first;
-  if (a.event != 0 && !queue_.reschedule(a.event, next)) a.event = 0;
-  if (a.event == 0) a.event = queue_.schedule(next, [this, list] { arrive(list); });
 }
 
 void GroupSharing::enter_transfer(std::int32_t slot) {
-  Flow& f = flows_[static_cast<std::size_t>(slot)];
+  FlowTable<GroupSharing>::Flow& f = table_[slot];
   const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   f.transferring = true;
   f.bounds_left = 0;
   if (path.bytes <= kDoneBytes || (path.seg_count == 0 && std::isinf(path.cap))) {
     f.bounds_left = 1;
-    bound_met(slot);
+    table_.bound_met(slot);
     return;
   }
   for (std::uint32_t s = 0; s < path.seg_count; ++s) {
@@ -221,7 +156,7 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
   if (path.seg_count == 0) {  // no link: only its cap bounds it
     ++f.bounds_left;
     queue_.schedule_in(checked_ceil_ps((path.bytes - kDoneBytes) / path.cap, "a flow's transfer time"),
-                       [this, slot] { bound_met(slot); });
+                       [this, slot] { table_.bound_met(slot); });
   }
 }
 
@@ -330,7 +265,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   }
   // The flow that ends next here is touched when its end comes: requested now, its line arrives while
   // other events run (as in PerLinkSharing::schedule_link).
-  __builtin_prefetch(&flows_[static_cast<std::size_t>(next)], 1);
+  table_.prefetch(next);
   if (g.event != 0 && queue_.reschedule(g.event, at)) return;
   g.event = queue_.schedule(at, [this, gi] { group_event(gi); });
 }
@@ -354,27 +289,12 @@ void GroupSharing::group_event(std::int32_t gi) {
   schedule_group(gi);
   // The flows' callbacks may start flows in this group: its state is settled first. They never run a
   // group's event, so ended_ is not touched while it is walked.
-  for (std::size_t k = 0; k < ended_.size(); ++k) bound_met(ended_[k]);
-}
-
-void GroupSharing::bound_met(std::int32_t slot) {
-  Flow& f = flows_[static_cast<std::size_t>(slot)];
-  if (--f.bounds_left > 0) return;
-  DoneCallback on_done = std::move(f.on_done);
-  const Time_ps started_ps = f.started_ps;
-  f.on_done = nullptr;
-  f.active = false;
-  f.transferring = false;
-  f.generation = f.generation >= kMaxGeneration ? 1 : f.generation + 1;
-  free_slots_.push_back(slot);
-  --active_;
-  if (on_done) on_done(started_ps, queue_.now_ps());
+  for (std::size_t k = 0; k < ended_.size(); ++k) table_.bound_met(ended_[k]);
 }
 
 double GroupSharing::flow_rate_GBps(FlowId id) const {
-  const Flow* f = find(id);
-  if (f == nullptr || !f->transferring) return 0;
-  const std::int32_t slot = static_cast<std::int32_t>(f - flows_.data());
+  const std::int32_t slot = table_.find(id);
+  if (slot < 0 || !table_[slot].transferring) return 0;
   const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   double rate = path.cap;
   for (std::uint32_t s = 0; s < path.seg_count; ++s) {

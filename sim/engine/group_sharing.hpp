@@ -31,6 +31,7 @@
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/flow_table.hpp"
 #include "sim/engine/link_ends.hpp"
 
 namespace epsim {
@@ -38,8 +39,8 @@ namespace epsim {
 class GroupSharing {
  public:
   /// Called when a flow ends: (time the flow was started, time it ended).
-  using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
-  using FlowId = std::int64_t;
+  using DoneCallback = FlowTable<GroupSharing>::DoneCallback;
+  using FlowId = FlowTable<GroupSharing>::FlowId;
   /// The most links one group may hold (a class names its links as bits of a mask).
   static constexpr int kMaxGroupLinks = 16;
 
@@ -60,7 +61,7 @@ class GroupSharing {
   /// The rate a flow moves at now, GB/s: the smallest rate of the groups still carrying it (its cap
   /// if it crosses none); 0 in its latency phase, once it ended, and for an unknown id.
   double flow_rate_GBps(FlowId flow) const;
-  std::size_t active_flows() const { return active_; }
+  std::size_t active_flows() const { return table_.active(); }
   /// Bytes the link has carried so far.
   double link_bytes(int link) const;
   /// Time during which the link carried at least one flow.
@@ -77,14 +78,14 @@ class GroupSharing {
     LinkEnds ends;             ///< its flows' ends on the clock, earliest first
     std::uint32_t joined = 0;  ///< flows that ever joined (wrapping), for LinkEnd::order
     std::uint32_t batch_begin = 0;
-    bool in_batch = false;     ///< joined during arrive(); put in order once, at the end
+    bool in_batch = false;     ///< joined by flows entering now; put in order once, after them
   };
   struct Group {
     std::vector<std::int32_t> links;  ///< bit b of a class's mask is links[b]
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
-    bool dirty = false;               ///< joined during arrive(); solved once, at the end
+    bool dirty = false;               ///< joined by flows entering now; solved once, after them
   };
   struct Link {
     double capacity = 0;     ///< bytes per ps
@@ -96,17 +97,6 @@ class GroupSharing {
     Time_ps busy_ps = 0;
     Time_ps since_ps = 0;    ///< when it last went from no flow to some
   };
-  /// What a flow's ends touch, in one cache line: each group's end counts its bounds down, and the
-  /// last one runs its callback. A wide layer's ends come in nearly random order (per_link_sharing.hpp).
-  struct alignas(64) Flow {
-    DoneCallback on_done;
-    Time_ps started_ps = 0;
-    std::uint32_t generation = 1;
-    std::int32_t bounds_left = 0;   ///< groups (and the cap's timer) not done with it yet
-    bool active = false;
-    bool transferring = false;
-  };
-  static_assert(sizeof(Flow) == 64, "a flow's end touches one cache line");
   /// What entering its groups touches, once, after the latency.
   struct FlowPath {
     double bytes = 0;
@@ -120,42 +110,31 @@ class GroupSharing {
     std::int32_t group;
     std::int32_t cls;
   };
-  /// As PerLinkSharing's: flows started with one latency enter in start order, one event a list.
-  struct Arrivals {
-    Time_ps latency_ps = 0;
-    std::vector<std::pair<Time_ps, std::int32_t>> waiting;
-    std::size_t head = 0;
-    EventQueue::Handle event = 0;
-  };
-
-  std::int32_t take_slot();
-  FlowId id_of(std::int32_t slot) const;
-  const Flow* find(FlowId id) const;
+  friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
-  void arrive(std::size_t list);
+  /// After its latency: the flow joins its groups' classes (FlowTable).
   void enter_transfer(std::int32_t slot);
+  /// Once the flows due at one instant entered: each group they joined puts its classes' batches in
+  /// order, re-solves and moves its event, once (FlowTable).
+  void settle_entered();
   /// Moves the group's clocks (and its links' bytes) to now at the rates last solved.
   void advance(Group& group);
   /// Max-min over the group's classes (progressive filling), then its links' loads and busy times.
   void solve(std::int32_t group);
   void schedule_group(std::int32_t group);
   void group_event(std::int32_t group);
-  void bound_met(std::int32_t slot);
 
   EventQueue& queue_;
+  FlowTable<GroupSharing> table_;
   std::vector<Link> links_;
   std::vector<Group> groups_;
   std::vector<std::int32_t> group_of_key_;  ///< add_link's group number -> index in groups_
-  std::vector<Flow> flows_;
-  std::vector<FlowPath> paths_;  ///< parallel to flows_
+  std::vector<FlowPath> paths_;  ///< parallel to the table's slots
   std::vector<Segment> seg_pool_;
-  std::vector<std::int32_t> free_slots_;
-  std::vector<Arrivals> arrivals_;
-  std::vector<std::int32_t> dirty_;       ///< groups joined during arrive()
+  std::vector<std::int32_t> dirty_;       ///< groups joined by the flows entering at this instant
   std::vector<std::int32_t> ended_;       ///< scratch of group_event
   std::vector<LinkEnd> settle_scratch_;
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group
-  std::size_t active_ = 0;
 };
 
 }  // namespace epsim

@@ -32,6 +32,7 @@
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
+#include "sim/engine/flow_table.hpp"
 #include "sim/engine/link_ends.hpp"
 
 namespace epsim {
@@ -39,8 +40,8 @@ namespace epsim {
 class PerLinkSharing {
  public:
   /// Called when a flow ends: (time the flow was started, time it ended).
-  using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
-  using FlowId = std::int64_t;
+  using DoneCallback = FlowTable<PerLinkSharing>::DoneCallback;
+  using FlowId = FlowTable<PerLinkSharing>::FlowId;
 
   explicit PerLinkSharing(EventQueue& queue);
 
@@ -57,7 +58,7 @@ class PerLinkSharing {
   /// The rate a flow moves at now, GB/s: the smallest share among the links still carrying it and its
   /// cap; 0 in its latency phase, once it ended, and for an unknown id.
   double flow_rate_GBps(FlowId flow) const;
-  std::size_t active_flows() const { return active_; }
+  std::size_t active_flows() const { return table_.active(); }
   /// Bytes the link has carried so far.
   double link_bytes(int link) const;
   /// Time during which the link carried at least one flow.
@@ -84,19 +85,6 @@ class PerLinkSharing {
     Time_ps since_ps = 0;
     double joined_bytes = 0;
   };
-  /// What a flow's ends touch, in one cache line: each link's end counts its bounds down, and the
-  /// last one runs its callback. A wide layer's ends come in nearly random order, so each is a
-  /// cache miss; a count kept in a table of its own would make that two.
-  struct alignas(64) Flow {
-    DoneCallback on_done;
-    Time_ps started_ps = 0;
-    std::uint32_t generation = 1;
-    /// The links (and the cap) that have not carried all of the flow's bytes yet.
-    std::int32_t bounds_left = 0;
-    bool active = false;
-    bool transferring = false;
-  };
-  static_assert(sizeof(Flow) == 64, "a flow's end touches one cache line");
   /// What entering its links touches, once, after the latency.
   struct FlowPath {
     double bytes = 0;
@@ -106,40 +94,25 @@ class PerLinkSharing {
     std::uint16_t hop_capacity = 0;
   };
 
-  /// Flows started with one latency, waiting for it to pass: they enter their links in the order they
-  /// were started, at times that never decrease (now never does), so one queue event per list serves
-  /// them all. A layer has a handful of latencies (NVLink, IB, IB + NVLink, PCIe) and a wide one
-  /// hundreds of thousands of flows: an event of its own per flow was a fifth of the engine's events.
-  struct Arrivals {
-    Time_ps latency_ps = 0;
-    std::vector<std::pair<Time_ps, std::int32_t>> waiting;  ///< (enters at, slot), from `head` on
-    std::size_t head = 0;
-    EventQueue::Handle event = 0;
-  };
-
-  std::int32_t take_slot();
-  /// Enters every flow of arrivals_[list] due now, then schedules the list's next.
-  void arrive(std::size_t list);
-  FlowId id_of(std::int32_t slot) const;
-  const Flow* find(FlowId id) const;
+  friend class FlowTable<PerLinkSharing>;
   void advance(Link& link);
+  /// After its latency: the flow joins its links (FlowTable).
   void enter_transfer(std::int32_t slot);
+  /// Once the flows due at one instant entered: each link they joined puts its batch in order and
+  /// moves its event, once (FlowTable).
+  void settle_entered();
   /// Schedules (or moves) the link's event to its next end.
   void schedule_link(std::int32_t link);
   void link_event(std::int32_t link);
-  /// One of the flow's bounds is met; the last one ends the flow.
-  void bound_met(std::int32_t slot);
 
   EventQueue& queue_;
+  FlowTable<PerLinkSharing> table_;
   std::vector<Link> links_;
   std::vector<LinkBusy> busy_;  ///< parallel to links_
-  std::vector<Flow> flows_;
-  std::vector<FlowPath> paths_;  ///< parallel to flows_
+  std::vector<FlowPath> paths_;  ///< parallel to the table's slots
   std::vector<std::int32_t> hop_pool_;  ///< the flows' links, a segment per slot
-  std::vector<std::int32_t> free_slots_;
   std::vector<std::int32_t> ended_;  ///< scratch of link_event
-  std::vector<Arrivals> arrivals_;    ///< one per latency seen
-  /// Links joined by the flows arrive() is entering. A rank's kernel starts its messages at once,
+  /// Links joined by the flows entering at this instant. A rank's kernel starts its messages at once,
   /// so a hundred flows may join its links in one call: each link takes them as one batch, put in
   /// order once (LinkEnds), and its event is moved once, after all.
   struct Joined {
@@ -148,7 +121,6 @@ class PerLinkSharing {
   };
   std::vector<Joined> dirty_;
   std::vector<LinkEnd> settle_scratch_;  ///< LinkEnds::settle's working space
-  std::size_t active_ = 0;
 };
 
 }  // namespace epsim
