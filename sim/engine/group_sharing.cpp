@@ -52,12 +52,10 @@ void GroupSharing::add_link(double capacity_GBps, int group) {
     throw std::length_error("GroupSharing: more than " + std::to_string(kMaxGroupLinks) + " links in group " +
                             std::to_string(group));
   }
-  Link link;
-  link.capacity = GBps_to_bytes_per_ps(capacity_GBps);
-  link.group = index;
-  link.bit = static_cast<std::int32_t>(g.links.size());
-  g.links.push_back(static_cast<std::int32_t>(links_.size()));
-  links_.push_back(link);
+  LinkState state;
+  state.capacity = GBps_to_bytes_per_ps(capacity_GBps);
+  links_.push_back(LinkPlace{index, static_cast<std::int32_t>(g.links.size())});
+  g.links.push_back(state);
 }
 
 std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap) {
@@ -92,7 +90,7 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   mask_scratch_.resize(links.size());
   std::uint32_t* mask = mask_scratch_.data();
   for (const int id : links) {
-    const Link& l = links_[static_cast<std::size_t>(id)];
+    const LinkPlace& l = links_[static_cast<std::size_t>(id)];
     std::size_t s = 0;
     while (s < count && segs[s].group != l.group) ++s;
     if (s == count) {
@@ -117,9 +115,9 @@ void GroupSharing::settle_entered() {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
     for (Class& c : g.classes) {
-      if (!c.in_batch) continue;
-      c.in_batch = false;
+      if (c.batch_begin == kNoBatch) continue;
       c.ends.settle(c.batch_begin, settle_scratch_);
+      c.batch_begin = kNoBatch;
     }
     solve(gi);
     schedule_group(gi);
@@ -146,10 +144,7 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
       dirty_.push_back(seg.group);
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
-    if (!c.in_batch) {
-      c.in_batch = true;
-      c.batch_begin = c.ends.begin_batch();
-    }
+    if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
     c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
     ++f.bounds_left;
   }
@@ -167,10 +162,7 @@ void GroupSharing::advance(Group& g) {
   for (Class& c : g.classes) {
     if (!c.ends.empty()) c.clock_bytes += c.rate * dt;
   }
-  for (const std::int32_t id : g.links) {
-    Link& l = links_[static_cast<std::size_t>(id)];
-    l.bytes += l.load * dt;
-  }
+  for (LinkState& l : g.links) l.bytes += l.load * dt;
   g.clock_at_ps = now;
 }
 
@@ -180,7 +172,7 @@ void GroupSharing::solve(std::int32_t gi) {
   double residual[kMaxGroupLinks];
   double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
   for (std::size_t b = 0; b < nlinks; ++b) {
-    residual[b] = links_[static_cast<std::size_t>(g.links[b])].capacity;
+    residual[b] = g.links[b].capacity;
     unfrozen[b] = 0;
   }
   std::size_t left = 0;
@@ -236,7 +228,7 @@ void GroupSharing::solve(std::int32_t gi) {
   }
   const Time_ps now = queue_.now_ps();
   for (std::size_t b = 0; b < nlinks; ++b) {
-    Link& l = links_[static_cast<std::size_t>(g.links[b])];
+    LinkState& l = g.links[b];
     if (l.flows == 0 && flows[b] > 0) l.since_ps = now;
     if (l.flows > 0 && flows[b] == 0) l.busy_ps += now - l.since_ps;
     l.flows = flows[b];
@@ -282,7 +274,7 @@ void GroupSharing::group_event(std::int32_t gi) {
       // The clock ran up to a picosecond past the flow's end: its links carried exactly its bytes.
       const double over = c.clock_bytes - e.at_bytes;
       for (std::uint32_t m = c.mask; m != 0; m &= m - 1)
-        links_[static_cast<std::size_t>(g.links[static_cast<std::size_t>(__builtin_ctz(m))])].bytes -= over;
+        g.links[static_cast<std::size_t>(__builtin_ctz(m))].bytes -= over;
     }
   }
   solve(gi);
@@ -309,13 +301,15 @@ double GroupSharing::flow_rate_GBps(FlowId id) const {
 }
 
 double GroupSharing::link_bytes(int link) const {
-  const Link& l = links_[static_cast<std::size_t>(link)];
-  const Group& g = groups_[static_cast<std::size_t>(l.group)];
+  const LinkPlace& place = links_[static_cast<std::size_t>(link)];
+  const Group& g = groups_[static_cast<std::size_t>(place.group)];
+  const LinkState& l = g.links[static_cast<std::size_t>(place.bit)];
   return l.bytes + l.load * static_cast<double>(queue_.now_ps() - g.clock_at_ps);
 }
 
 Time_ps GroupSharing::link_busy_ps(int link) const {
-  const Link& l = links_[static_cast<std::size_t>(link)];
+  const LinkPlace& place = links_[static_cast<std::size_t>(link)];
+  const LinkState& l = groups_[static_cast<std::size_t>(place.group)].links[static_cast<std::size_t>(place.bit)];
   return l.busy_ps + (l.flows == 0 ? 0 : queue_.now_ps() - l.since_ps);
 }
 

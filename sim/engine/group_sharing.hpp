@@ -43,6 +43,7 @@ class GroupSharing {
   using FlowId = FlowTable<GroupSharing>::FlowId;
   /// The most links one group may hold (a class names its links as bits of a mask).
   static constexpr int kMaxGroupLinks = 16;
+  static constexpr std::uint32_t kNoBatch = 0xffff'ffff;
 
   explicit GroupSharing(EventQueue& queue);
 
@@ -70,32 +71,39 @@ class GroupSharing {
  private:
   /// The flows of a group that cross the same links of it (`mask`, bits of Group::links) under the
   /// same cap: max-min gives them one rate, so they share one virtual clock.
-  struct Class {
-    std::uint32_t mask = 0;
+  /// A group's event reads every class of the group: each is one cache line.
+  struct alignas(64) Class {
     double cap = 0;            ///< bytes per ps, +inf when uncapped
     double rate = 0;           ///< bytes per ps, each of its flows, as last solved
     double clock_bytes = 0;    ///< bytes each of its flows received, as of the group's clock_at_ps
     LinkEnds ends;             ///< its flows' ends on the clock, earliest first
+    std::uint32_t mask = 0;
     std::uint32_t joined = 0;  ///< flows that ever joined (wrapping), for LinkEnd::order
-    std::uint32_t batch_begin = 0;
-    bool in_batch = false;     ///< joined by flows entering now; put in order once, after them
+    /// Where the ends joined by the flows entering now begin (LinkEnds::begin_batch); kNoBatch
+    /// when none did. They are put in order once, after those flows.
+    std::uint32_t batch_begin = kNoBatch;
+  };
+  static_assert(sizeof(Class) == 64, "a class is one cache line");
+  /// A link's state, kept in its group (a group's event reads all of its links, side by side).
+  struct LinkState {
+    double capacity = 0;     ///< bytes per ps
+    double load = 0;         ///< bytes per ps it carries, as last solved
+    double bytes = 0;        ///< carried up to its group's clock_at_ps
+    Time_ps busy_ps = 0;
+    Time_ps since_ps = 0;    ///< when it last went from no flow to some
+    std::uint32_t flows = 0; ///< flows on it
   };
   struct Group {
-    std::vector<std::int32_t> links;  ///< bit b of a class's mask is links[b]
+    std::vector<LinkState> links;     ///< bit b of a class's mask is links[b]
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
     bool dirty = false;               ///< joined by flows entering now; solved once, after them
   };
-  struct Link {
-    double capacity = 0;     ///< bytes per ps
+  /// Where a link's state is: its group, and its place there.
+  struct LinkPlace {
     std::int32_t group = 0;
-    std::int32_t bit = 0;    ///< its place in the group's links
-    double load = 0;         ///< bytes per ps it carries, as last solved
-    double bytes = 0;        ///< carried up to its group's clock_at_ps
-    std::uint32_t flows = 0; ///< flows on it
-    Time_ps busy_ps = 0;
-    Time_ps since_ps = 0;    ///< when it last went from no flow to some
+    std::int32_t bit = 0;
   };
   /// What entering its groups touches, once, after the latency.
   struct FlowPath {
@@ -126,7 +134,7 @@ class GroupSharing {
 
   EventQueue& queue_;
   FlowTable<GroupSharing> table_;
-  std::vector<Link> links_;
+  std::vector<LinkPlace> links_;
   std::vector<Group> groups_;
   std::vector<std::int32_t> group_of_key_;  ///< add_link's group number -> index in groups_
   std::vector<FlowPath> paths_;  ///< parallel to the table's slots
