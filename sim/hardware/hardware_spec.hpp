@@ -118,7 +118,7 @@ struct EngineSpec {
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
   /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
   /// layer in the layers measured; beyond, exact grows as about EP^4 (minutes a layer at EP 1,024),
-  /// and local costs about what per_link does, EP^2, but is 1 to 1.6% early where skewed traffic
+  /// and local costs about what per_link does, EP^2, but is 1 to 2.2% early where skewed traffic
   /// meets across the fabric (docs/performance.md, "local").
   int exact_max_gpus = 256;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
