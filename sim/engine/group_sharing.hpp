@@ -14,7 +14,10 @@
 // holds back crawls (UltraEP 5 to 7% late at EP 128 and 256), and a GPU's one RDMA flow on 2 nodes
 // takes its NIC's full rate while max-min holds it to its SM share (6 to 7% early). Both happen
 // inside one GPU's sending (or receiving) links, which a group solves exactly; what is left is the
-// coupling across the fabric, between a flow's sending and receiving GPUs.
+// coupling across the fabric, between a flow's sending and receiving GPUs. Each side is busy whenever
+// it has flows, so a receiving side can move bytes its senders have not sent yet: a skewed exchange
+// whose kernels start at different times ends early (1 to 2.2% on the layers measured,
+// tests/engine/group_sharing_test.cpp and docs/performance.md, "local").
 //
 // How it stays cheap: flows that cross the same links of a group with the same rate cap get the same
 // max-min rate, so a group solves over these classes (a handful: a kernel's NVLink flows, its RDMA
