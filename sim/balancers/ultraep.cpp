@@ -291,16 +291,12 @@ inline std::int64_t divide_shares(const ExpertSplit& x, int m, std::int64_t left
   return extra;
 }
 
-/// share_left for M eligible instances, 3 <= M <= kRankedSplit: the `extra` largest keys get one
-/// token more, found by comparing every pair of keys once. M is a constant so that the loops unroll
-/// and no branch depends on the remainders.
+/// larger[t] = how many of the M keys are larger than key[t] (keys are distinct), by comparing every
+/// pair once: the t with larger[t] < extra are the `extra` largest. Unrolled whole (GCC and Clang
+/// read this pragma), so that the counts stay in registers and no branch depends on the keys.
 template <int M>
-void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
-  std::int64_t share[M];
-  std::uint64_t key[M];
-  const std::int64_t extra = divide_shares(x, M, left, share, key);
-  int larger[M] = {};  // how many keys are larger than each
-  // Unrolled whole (GCC and Clang read this pragma), so that the counts stay in registers.
+inline void count_larger(const std::uint64_t* key, int* larger) {
+  for (int t = 0; t < M; ++t) larger[t] = 0;
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t)
 #pragma GCC unroll 8
@@ -309,6 +305,18 @@ void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens)
       larger[j] += t_larger;
       larger[t] += 1 - t_larger;
     }
+}
+
+/// share_left for M eligible instances, 3 <= M <= kRankedSplit: the `extra` largest keys get one
+/// token more, found by comparing every pair of keys once. M is a constant so that the loops unroll
+/// and no branch depends on the remainders.
+template <int M>
+void share_ranked(const ExpertSplit& x, std::int64_t left, std::int64_t* tokens) {
+  std::int64_t share[M];
+  std::uint64_t key[M];
+  const std::int64_t extra = divide_shares(x, M, left, share, key);
+  int larger[M];
+  count_larger<M>(key, larger);
   for (int t = 0; t < M; ++t) tokens[x.eligible[t].index] = share[t] + (larger[t] < extra ? 1 : 0);
 }
 
@@ -586,15 +594,8 @@ __attribute__((noinline)) int split_column(const ExpertSplit& x, const std::uint
       const std::int64_t extra = divide(rest + total - 1, total, inverse, unused);
       share[M - 1] = c - given - extra;
       key[M - 1] = static_cast<std::uint64_t>(extra * total - rest) << kTieBits | tie[M - 1];
-      int larger[M] = {};
-#pragma GCC unroll 8
-      for (int t = 0; t < M; ++t)
-#pragma GCC unroll 8
-        for (int j = t + 1; j < M; ++j) {
-          const int t_larger = key[t] > key[j] ? 1 : 0;
-          larger[j] += t_larger;
-          larger[t] += 1 - t_larger;
-        }
+      int larger[M];
+      count_larger<M>(key, larger);
 #pragma GCC unroll 8
       for (int t = 0; t < M; ++t) out[index[t]] = share[t] + (larger[t] < extra ? 1 : 0);
     }
