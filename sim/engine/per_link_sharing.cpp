@@ -101,7 +101,8 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
     busy.joined_bytes += path.bytes;
     const LinkEnd end{l.clock_bytes + path.bytes, l.joined++, slot};
     ++bounds_left;
-    // The flows arrive() enters join their links as one batch per link, put in order once at the end.
+    // The flows entering at this instant join their links as one batch per link, put in order once
+    // after them (settle_entered).
     if (!l.dirty) {
       l.dirty = true;
       dirty_.push_back(Joined{id, l.ends.begin_batch()});

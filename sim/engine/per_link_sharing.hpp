@@ -75,7 +75,7 @@ class PerLinkSharing {
     LinkEnds ends;              ///< its flows' ends, earliest first
     EventQueue::Handle event = 0;  ///< its next end
     std::uint32_t joined = 0;   ///< flows that ever joined (wrapping), for LinkEnd::order
-    bool dirty = false;         ///< joined during arrive(); its event is moved once, at the end
+    bool dirty = false;         ///< joined by flows entering now; its event is moved once, after them
   };
   static_assert(sizeof(Link) == 64, "a link is one cache line");
   /// What only inspection reads: when a link was busy (carried a flow), and the bytes of every flow

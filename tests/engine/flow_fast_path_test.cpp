@@ -18,6 +18,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/engine/flow_network.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/flow_ends.hpp"
 #include "tests/engine/random_layer.hpp"
 #include "tests/test_paths.hpp"
 
@@ -46,13 +47,7 @@ FlowNetwork::Sharing epoch_mode(double tolerance, double min_batch = 0) {
   return s;
 }
 
-struct Ends {
-  std::vector<Time_ps> ended;
-  explicit Ends(std::size_t n) : ended(n, -1) {}
-  FlowNetwork::DoneCallback at(std::size_t i) {
-    return [this, i](Time_ps, Time_ps e) { ended[i] = e; };
-  }
-};
+using Ends = epsim::test::FlowEnds;
 
 }  // namespace
 
@@ -323,9 +318,7 @@ std::vector<Time_ps> group_finish(const RandomSet& set, const std::vector<Time_p
   return finish;
 }
 
-double relative(Time_ps fast, Time_ps exact) {
-  return std::fabs(static_cast<double>(fast - exact)) / static_cast<double>(std::max<Time_ps>(exact, 1));
-}
+using epsim::test::relative;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "sim/config/loaders.hpp"
 #include "sim/engine/flow_network.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/flow_ends.hpp"
 #include "tests/engine/random_layer.hpp"
 #include "tests/test_paths.hpp"
 
@@ -37,17 +38,7 @@ FlowNetwork::Sharing mode(FlowNetwork::SharingMode m) {
 const FlowNetwork::Sharing kPerLink = mode(FlowNetwork::SharingMode::per_link);
 const FlowNetwork::Sharing kExact = mode(FlowNetwork::SharingMode::exact);
 
-struct Ends {
-  std::vector<Time_ps> ended;
-  std::vector<int> order;
-  explicit Ends(std::size_t n) : ended(n, -1) {}
-  FlowNetwork::DoneCallback at(std::size_t i) {
-    return [this, i](Time_ps, Time_ps e) {
-      ended[i] = e;
-      order.push_back(static_cast<int>(i));
-    };
-  }
-};
+using Ends = epsim::test::FlowEnds;
 
 }  // namespace
 
@@ -333,13 +324,7 @@ TEST_CASE("per_link: engine.bandwidth_sharing per_link in a hardware file") {
 
 // ---- whole layers against the exact mode -------------------------------------------------------
 
-namespace {
-
-double relative(Time_ps fast, Time_ps exact) {
-  return std::fabs(static_cast<double>(fast - exact)) / static_cast<double>(exact);
-}
-
-}  // namespace
+using epsim::test::relative;
 
 TEST_CASE("per_link: whole layers on 4 and 8 nodes within 0.5% of exact sharing") {
   // Static EP, forward and backward, GLM-5-like layers on H100 nodes of 8 with the preset's
@@ -359,21 +344,11 @@ TEST_CASE("per_link: whole layers on 4 and 8 nodes within 0.5% of exact sharing"
         hw.ep_backend.token_copies = copies;
         const Plan plan = test::random_static_plan(hw, model, ep, 2048, seed);
         const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 2048);
-        hw.engine.bandwidth_sharing = BandwidthSharing::exact;
-        const LayerResult exact = simulate_layer(hw, model, plan, local, true);
-        hw.engine.bandwidth_sharing = BandwidthSharing::per_link;
-        const LayerResult fast = simulate_layer(hw, model, plan, local, true);
-        const double layer_error = relative(fast.layer_ps(), exact.layer_ps());
-        worst_layer = std::max(worst_layer, layer_error);
-        CHECK(layer_error <= 0.005);
-        const std::vector<Time_ps> exact_gpus = test::gpu_finish(exact, ep);
-        const std::vector<Time_ps> fast_gpus = test::gpu_finish(fast, ep);
-        for (int g = 0; g < ep; ++g) {
-          const double gpu_error =
-              relative(fast_gpus[static_cast<std::size_t>(g)], exact_gpus[static_cast<std::size_t>(g)]);
-          worst_gpu = std::max(worst_gpu, gpu_error);
-          CHECK(gpu_error <= 0.005);
-        }
+        const test::SharingError error = test::sharing_error(hw, model, plan, local, BandwidthSharing::per_link);
+        worst_layer = std::max(worst_layer, error.layer);
+        worst_gpu = std::max(worst_gpu, error.worst_gpu);
+        CHECK(error.layer <= 0.005);
+        CHECK(error.worst_gpu <= 0.005);  // every GPU's finish
       }
     }
   }

@@ -1,5 +1,5 @@
 // Random skewed layers for comparing bandwidth-sharing modes on whole layers
-// (tests/engine/flow_fast_path_test.cpp, tests/engine/per_link_sharing_test.cpp).
+// (tests/engine/flow_fast_path_test.cpp, per_link_sharing_test.cpp, group_sharing_test.cpp).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,8 @@
 #include "sim/hardware/hardware_spec.hpp"
 #include "sim/hardware/model_spec.hpp"
 #include "sim/replay/layer_result.hpp"
+#include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/flow_ends.hpp"
 #include "traces/format/trace_types.hpp"
 
 namespace epsim::test {
@@ -62,6 +64,28 @@ inline std::vector<Time_ps> gpu_finish(const LayerResult& r, int gpus) {
     f = std::max(f, e.end_ps);
   }
   return finish;
+}
+
+/// How far a layer simulated with `sharing` is from the same layer under exact sharing: the error of
+/// its layer time, and the largest error of a GPU's finish (gpu_finish), both relative.
+struct SharingError {
+  double layer = 0;
+  double worst_gpu = 0;
+};
+inline SharingError sharing_error(HardwareSpec hw, const ModelSpec& model, const Plan& plan,
+                                  const std::vector<std::int64_t>& local_tokens, BandwidthSharing sharing) {
+  const int gpus = plan.num_gpus;
+  hw.engine.bandwidth_sharing = BandwidthSharing::exact;
+  const LayerResult exact = simulate_layer(hw, model, plan, local_tokens, true);
+  hw.engine.bandwidth_sharing = sharing;
+  const LayerResult fast = simulate_layer(hw, model, plan, local_tokens, true);
+  SharingError error;
+  error.layer = relative(fast.layer_ps(), exact.layer_ps());
+  const std::vector<Time_ps> exact_gpus = gpu_finish(exact, gpus);
+  const std::vector<Time_ps> fast_gpus = gpu_finish(fast, gpus);
+  for (std::size_t g = 0; g < exact_gpus.size(); ++g)
+    error.worst_gpu = std::max(error.worst_gpu, relative(fast_gpus[g], exact_gpus[g]));
+  return error;
 }
 
 }  // namespace epsim::test
