@@ -132,6 +132,10 @@ class GroupSharing {
   void advance(Group& group);
   /// Max-min over the group's classes (progressive filling), then its links' loads and busy times.
   void solve(std::int32_t group);
+  /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
+  void settle_links(Group& group);
+  /// A link's new load and flow count, opening or closing its busy period.
+  void set_link(LinkState& link, double load, std::uint32_t flows) const;
   void schedule_group(std::int32_t group);
   void group_event(std::int32_t group);
 

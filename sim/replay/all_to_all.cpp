@@ -108,10 +108,14 @@ void AllToAllV::add_hops(const ExchangePayload& payload, HopSpecs& specs) {
           }
         } else {
           // Combine: a is the expert GPU, b the source; the peer is b's rail peer in a's node, which
-          // has b's local index, so a's forward to it is a's forward for that index.
+          // has b's local index, so a's forward to it is a's forward for that index. The peer of the
+          // node's first GPU is looked up once (-1: routes are direct) and the others' follow by
+          // their index, a partial node of a's lacking the last ones: a combine has a million pairs.
+          const int first_peer = topology.forwarding_gpu(node_begin, a);
           for (int b = node_begin; b < node_end; ++b) {
             if (row[b] <= 0) continue;
-            const int peer = topology.forwarding_gpu(b, a);
+            const int offset_peer = first_peer + (b - node_begin);
+            const int peer = first_peer < 0 || offset_peer >= n ? -1 : offset_peer;
             if (peer < 0) own(a, b, row[b]);  // as in a dispatch, the pair goes on its own
             else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(b - node_begin), b, row[b]);
           }
