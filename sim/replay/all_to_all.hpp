@@ -22,35 +22,31 @@
 // that hop (the last chunk must have arrived): a dispatch's forwarding hop after its RDMA hop, a
 // combine's RDMA hop after the NVLink hops it sums. A rank's part ends when every hop from or to it is
 // done.
+//
+// Which hops there are and what each waits for is the exchange's shape (exchange_shape.hpp): built
+// from the payload, or given, shared by the exchanges that move the same pairs.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/replay/exchange_payload.hpp"
+#include "sim/replay/exchange_shape.hpp"
 #include "sim/replay/sim_context.hpp"
 
 namespace epsim {
-
-/// What one exchange moves.
-struct ExchangePayload {
-  /// gpu_bytes[a][b]: payload from GPU a to GPU b (the diagonal never leaves the GPU).
-  std::vector<std::vector<double>> gpu_bytes;
-  /// node_bytes[r][m]: per_node token copies, the bytes between rank r and node m (m not r's node)
-  /// that cross RDMA once, between r and its rail peer in m. Empty: every pair travels on its own.
-  std::vector<std::vector<double>> node_bytes;
-  /// Combine direction: node bytes flow from node m's rail peer to rank r (dispatch: from r to m).
-  bool to_sources = false;
-
-  ExchangePayload() = default;
-  ExchangePayload(std::vector<std::vector<double>> gpu) : gpu_bytes(std::move(gpu)) {}  // NOLINT: a plain matrix is a payload
-};
 
 class AllToAllV {
  public:
   /// `rank_done(r)` runs when rank r's part ends. The payload is read here and not kept.
   AllToAllV(SimContext& context, std::string name, Pass pass, const ExchangePayload& payload,
             std::function<void(int rank)> rank_done, CommKernel kernel = {});
+  /// Runs `shape` (built for kernel.engine on this context's topology) with each hop moving its
+  /// amounts times `bytes_per_unit` (> 0).
+  AllToAllV(SimContext& context, std::string name, Pass pass, std::shared_ptr<const ExchangeShape> shape,
+            double bytes_per_unit, std::function<void(int rank)> rank_done, CommKernel kernel = {});
 
   /// Launches rank `rank`'s kernel now: it takes its SMs and sends its messages.
   void start(int rank);
@@ -61,10 +57,11 @@ class AllToAllV {
   /// Payload bytes that cross from one node to another.
   double internode_bytes() const { return internode_bytes_; }
   /// At most this many events reach the timeline from this exchange: one per hop, one per kernel.
-  std::size_t timeline_events() const { return hops_.size() + kernels_; }
+  std::size_t timeline_events() const { return hops_.size() + shape_->kernels(); }
 
  private:
-  /// One hop: `from` -> `to`, on a kernel or a Copy Engine, starting when its conditions are met.
+  /// One hop as it runs: the shape's hop with its bytes, and what it still waits for. What a hop's
+  /// launch and end read is here, in one place.
   struct Hop {
     int from = 0;
     int to = 0;
@@ -85,24 +82,9 @@ class AllToAllV {
     bool finished = false;
     Time_ps start_ps = 0;
   };
-  /// The hops as they are built, in flat per-hop columns (a wide exchange has hundreds of thousands of
-  /// hops; a vector of its own per hop was a tenth of building one): the ranks whose start each hop
-  /// awaits, the rank whose kernel it waits to be ready (-1 none), and for node traffic the sources
-  /// whose traffic with node `node` it carries (a forwarding NVLink hop: every source the peer serves
-  /// for that destination; an RDMA hop: its one source, `rdma_source`).
-  struct HopSpecs {
-    std::vector<int> wait_offsets{0};  ///< hop h awaits waits[wait_offsets[h] .. wait_offsets[h + 1])
-    std::vector<int> waits;
-    std::vector<int> after_ready;
-    std::vector<int> stream_offsets{0};  ///< the same for streams
-    std::vector<int> streams;
-    std::vector<int> node;
-    std::vector<int> rdma_source;
-  };
 
-  void add_hops(const ExchangePayload& payload, HopSpecs& specs);
-  void index_waits(const HopSpecs& specs);
-  void link_streams(const HopSpecs& specs, bool to_sources);
+  /// The run's state from the shape: each hop's bytes, in the order the shape's walk met them.
+  void prepare(double bytes_per_unit);
   void release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank);
   /// The hop's name on the timeline, empty unless the context names transfers.
   std::string hop_name(const Hop& hop) const;
@@ -117,17 +99,12 @@ class AllToAllV {
   Pass pass_;
   std::function<void(int)> rank_done_;
   CommKernel kernel_;
+  std::shared_ptr<const ExchangeShape> shape_;
   std::vector<Hop> hops_;
   std::vector<RankState> ranks_;
-  // Hops waiting on each rank, as offsets into flat lists (CSR): by its start, and by its kernel ready.
-  std::vector<int> start_offsets_, start_hops_;
-  std::vector<int> ready_offsets_, ready_hops_;
-  // The hops that pass each hop's bytes on, as offsets into a flat list (CSR).
-  std::vector<int> feed_offsets_, feeds_;
   double total_bytes_ = 0;
   double copy_engine_bytes_ = 0;
   double internode_bytes_ = 0;
-  std::size_t kernels_ = 0;  ///< ranks that run a kernel and move something
 };
 
 }  // namespace epsim

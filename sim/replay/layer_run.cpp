@@ -42,23 +42,28 @@ double LayerRun::leg_bytes(const CeLeg& leg, TokenPhase phase) const {
   return leg.tokens * ctx_.token_bytes(phase);
 }
 
-const ExchangePayload& LayerRun::stage_bytes(int stage, bool reverse, double bytes_per_token) {
+std::shared_ptr<const ExchangeShape> LayerRun::stage_shape(int stage, bool reverse, CommEngine engine) {
+  const std::size_t key = 2 * static_cast<std::size_t>(stage) + (reverse ? 1 : 0);
+  if (stage_shapes_.size() <= key) stage_shapes_.resize(key + 1);
+  std::shared_ptr<const ExchangeShape>& kept = stage_shapes_[key];
+  if (kept != nullptr && kept->engine() == engine) return kept;
   ExchangePayload& payload = stage_payload_;
   payload.to_sources = reverse;
   payload.gpu_bytes.resize(static_cast<std::size_t>(n_));
   for (std::vector<double>& row : payload.gpu_bytes) row.assign(static_cast<std::size_t>(n_), 0.0);
-  // Each stage reads only its own legs, so that many stages do not multiply the work.
+  // Each stage reads only its own legs, so that many stages do not multiply the work. One leg per
+  // (source, target): each entry is its leg's tokens, which the exchanges scale to bytes.
   for (const LegTokens& leg : fanout_.gpu_legs(stage)) {
-    const double b = leg.tokens * bytes_per_token;
-    if (reverse) payload.gpu_bytes[leg.dst][leg.src] += b;
-    else payload.gpu_bytes[leg.src][leg.dst] += b;
+    if (reverse) payload.gpu_bytes[leg.dst][leg.src] += leg.tokens;
+    else payload.gpu_bytes[leg.src][leg.dst] += leg.tokens;
   }
   if (fanout_.copies() == TokenCopies::per_node) {
     payload.node_bytes.resize(static_cast<std::size_t>(n_));
     for (std::vector<double>& row : payload.node_bytes) row.assign(static_cast<std::size_t>(ctx_.topology().num_nodes()), 0.0);
-    for (const LegTokens& leg : fanout_.node_legs(stage)) payload.node_bytes[leg.src][leg.dst] += leg.tokens * bytes_per_token;
+    for (const LegTokens& leg : fanout_.node_legs(stage)) payload.node_bytes[leg.src][leg.dst] += leg.tokens;
   }
-  return payload;
+  kept = std::make_shared<const ExchangeShape>(ctx_.topology(), payload, engine);
+  return kept;
 }
 
 // ---- communication streams ---------------------------------------------------------------------
@@ -67,14 +72,17 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   const bool fwd = which == Pass::forward;
   // Token exchanges run with their phase's kernel; weights and gradients on the EP backend's kernel
   // with no fixed cost of their own.
-  auto add = [&](OpKind kind, int stage, const std::string& name, const ExchangePayload& bytes,
-                 CommKernel kernel) {
+  // An exchange of `bytes`, or of a token shape at `bytes_per_token`.
+  auto add = [&](OpKind kind, int stage, const std::string& name, const ExchangePayload* bytes,
+                 std::shared_ptr<const ExchangeShape> shape, double bytes_per_token, CommKernel kernel) {
     const std::size_t index = p.ops.size();
     CommOp op;
     op.kind = kind;
     op.stage = stage;
-    op.collective = std::make_unique<AllToAllV>(
-        ctx_, name, which, bytes, [this, which, index](int g) { comm_part_done(which, g, index); }, kernel);
+    auto done = [this, which, index](int g) { comm_part_done(which, g, index); };
+    op.collective = bytes != nullptr
+                        ? std::make_unique<AllToAllV>(ctx_, name, which, *bytes, done, kernel)
+                        : std::make_unique<AllToAllV>(ctx_, name, which, std::move(shape), bytes_per_token, done, kernel);
     if (kind == OpKind::weights || kind == OpKind::weights_sync) {
       result_.weight_bytes += op.collective->total_bytes();
     } else if (kind == OpKind::gradients) {
@@ -96,20 +104,32 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
   // backward): the dispatch waits for them.
   auto synced =
       ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::before_dispatch);
-  if (any_bytes(synced)) add(OpKind::weights_sync, 0, "weights sync", synced, CommKernel{});
-  for (int k = 0; k < stages_; ++k)
-    add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k),
-        stage_bytes(k, false, ctx_.token_bytes(to_experts)), ctx_.comm_kernel(to_experts));
+  if (any_bytes(synced)) {
+    const ExchangePayload payload(std::move(synced));
+    add(OpKind::weights_sync, 0, "weights sync", &payload, nullptr, 0, CommKernel{});
+  }
+  // Token exchanges: the forward's shapes, scaled to each phase's bytes per token.
+  const auto tokens = [&](int k, bool reverse, TokenPhase phase) {
+    const CommKernel kernel = ctx_.comm_kernel(phase);
+    return std::make_pair(stage_shape(k, reverse, kernel.engine), kernel);
+  };
+  for (int k = 0; k < stages_; ++k) {
+    auto [shape, kernel] = tokens(k, false, to_experts);
+    add(OpKind::dispatch, k, staged(fwd ? "dispatch" : "grad dispatch", k), nullptr, std::move(shape),
+        ctx_.token_bytes(to_experts), kernel);
+  }
   // after_dispatch transfers: forward weights after the dispatch, backward gradients after the
   // gradient combine (after_wgrad ones run on the gradient-reduce streams instead).
-  const auto moved =
-      ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::after_dispatch);
-  const bool any_moved = any_bytes(moved);
-  if (fwd && any_moved) add(OpKind::weights, 0, "weights", moved, CommKernel{});
-  for (int k = 0; k < stages_; ++k)
-    add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), stage_bytes(k, true, ctx_.token_bytes(back)),
-        ctx_.comm_kernel(back));
-  if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", moved, CommKernel{});
+  const ExchangePayload moved(
+      ep_transfer_bytes(plan_, n_, fwd ? PassKind::forward : PassKind::backward, TransferStart::after_dispatch));
+  const bool any_moved = any_bytes(moved.gpu_bytes);
+  if (fwd && any_moved) add(OpKind::weights, 0, "weights", &moved, nullptr, 0, CommKernel{});
+  for (int k = 0; k < stages_; ++k) {
+    auto [shape, kernel] = tokens(k, true, back);
+    add(OpKind::combine, k, staged(fwd ? "combine" : "grad combine", k), nullptr, std::move(shape),
+        ctx_.token_bytes(back), kernel);
+  }
+  if (!fwd && any_moved) add(OpKind::gradients, 0, "gradients", &moved, nullptr, 0, CommKernel{});
 
   // The pass's messages and kernels land on the timeline as they end: room for them is made once, not
   // by doubling (each doubling copies every event so far, and a wide layer records millions).

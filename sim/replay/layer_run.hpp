@@ -86,9 +86,9 @@ class LayerRun {
   };
 
   void init_nodes();
-  /// Payload of exchange stage `stage`, `bytes_per_token` per token copy; reverse: back to the sources.
-  /// Written into stage_payload_, valid until the next call.
-  const ExchangePayload& stage_bytes(int stage, bool reverse, double bytes_per_token);
+  /// The shape of exchange stage `stage`'s token copies (reverse: back to the sources) on `engine`,
+  /// in tokens: built on first use and kept, since the backward's exchanges move the forward's pairs.
+  std::shared_ptr<const ExchangeShape> stage_shape(int stage, bool reverse, CommEngine engine);
   /// Bytes of a Copy Engine leg in `phase`.
   double leg_bytes(const CeLeg& leg, TokenPhase phase) const;
   void add_comm_ops(PassState& pass, Pass which);
@@ -153,10 +153,12 @@ class LayerRun {
   std::vector<bool> reduce_again_;                       ///< per GPU: a part ended inside pump_reduce's start()
 
   PassState fwd_, bwd_;
-  /// One exchange's dense payload, refilled for each: an AllToAllV reads it only while it is built,
-  /// and at wide EP a fresh n x n matrix for each of the layer's exchanges was tens of MB of pages
-  /// for the kernel to clear.
+  /// One exchange's dense payload, refilled for each: a shape reads it only while it is built, and at
+  /// wide EP a fresh n x n matrix for each of the layer's exchanges was tens of MB of pages for the
+  /// kernel to clear.
   ExchangePayload stage_payload_;
+  /// stage_shape's, by 2 x stage + reverse (null: not built yet).
+  std::vector<std::shared_ptr<const ExchangeShape>> stage_shapes_;
   Time_ps forward_end_ps_ = 0;
   Time_ps backward_start_ps_ = 0;
   Time_ps backward_end_ps_ = 0;
