@@ -165,13 +165,19 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   };
   Accumulator gpu{std::vector<double>(static_cast<std::size_t>(n) * groups, 0.0), {}};
   Accumulator node{std::vector<double>(static_cast<std::size_t>(nodes) * groups, 0.0), {}};
+  // Each GPU's node, looked up rather than divided for: a wide plan has millions of legs.
+  std::vector<int> node_of(static_cast<std::size_t>(n));
+  for (int g = 0; g < n; ++g) node_of[static_cast<std::size_t>(g)] = g / gpus_per_node_;
   const auto add_leg = [&](int s, int target, int group, double a) {
     gpu.add(target * groups + group, a);
-    if (by_node && target / gpus_per_node_ != s / gpus_per_node_) node.add(target / gpus_per_node_ * groups + group, a);
+    const int target_node = node_of[static_cast<std::size_t>(target)];
+    if (by_node && target_node != node_of[static_cast<std::size_t>(s)]) node.add(target_node * groups + group, a);
   };
   // The expected distinct tokens from source s to each target it reaches, in target order.
   const auto emit = [&](Accumulator& acc, int s, std::vector<LegTokens>& legs) {
-    std::sort(acc.touched.begin(), acc.touched.end());
+    // A plan lists a source's routes in instance order, which is mostly target order already: a
+    // check is a fraction of a sort of a thousand entries.
+    if (!std::is_sorted(acc.touched.begin(), acc.touched.end())) std::sort(acc.touched.begin(), acc.touched.end());
     const double total = slots[static_cast<std::size_t>(s)];
     for (auto it = acc.touched.begin(); it != acc.touched.end();) {
       const int target = *it / groups;
