@@ -67,14 +67,7 @@ constexpr std::uint32_t kMaxGeneration = 0x7fff'ffff;  // keeps FlowIds positive
 FlowNetwork::FlowNetwork(EventQueue& queue) : queue_(queue) {}
 
 void FlowNetwork::reserve_flows(std::size_t flows) {
-  if (per_link_) {
-    per_link_->reserve_flows(flows);
-    return;
-  }
-  if (groups_) {
-    groups_->reserve_flows(flows);
-    return;
-  }
+  if (coarse([&](auto& model) { model.reserve_flows(flows); return true; })) return;
   flows_.reserve(flows);
   hot_.reserve(flows);
 }
@@ -113,7 +106,7 @@ LinkId FlowNetwork::add_link(std::string name, double capacity_GBps, int group) 
   link.bytes_at_ps = queue_.now_ps();
   links_.push_back(std::move(link));
   if (per_link_) per_link_->add_link(capacity_GBps);
-  if (groups_) groups_->add_link(capacity_GBps, group);
+  if (groups_) groups_->add_link(capacity_GBps, group);  // per_link has no groups: not one call for both
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -123,15 +116,13 @@ double FlowNetwork::link_capacity_GBps(LinkId link) const { return link_at(link)
 
 double FlowNetwork::link_bytes(LinkId link) const {
   const Link& l = link_at(link);
-  if (per_link_) return per_link_->link_bytes(link);
-  if (groups_) return groups_->link_bytes(link);
+  if (const auto bytes = coarse([&](auto& model) { return model.link_bytes(link); })) return *bytes;
   return l.bytes + l.load * static_cast<double>(queue_.now_ps() - l.bytes_at_ps);
 }
 
 Time_ps FlowNetwork::link_busy_ps(LinkId link) const {
   const Link& l = link_at(link);
-  if (per_link_) return per_link_->link_busy_ps(link);
-  if (groups_) return groups_->link_busy_ps(link);
+  if (const auto busy = coarse([&](auto& model) { return model.link_busy_ps(link); })) return *busy;
   return l.busy_ps + (l.flows.empty() ? 0 : queue_.now_ps() - l.busy_since_ps);
 }
 
@@ -172,16 +163,14 @@ const FlowNetwork::Flow* FlowNetwork::find(FlowId id) const {
 }
 
 double FlowNetwork::flow_rate_GBps(FlowId flow) const {
-  if (per_link_) return per_link_->flow_rate_GBps(flow);
-  if (groups_) return groups_->flow_rate_GBps(flow);
+  if (const auto rate = coarse([&](auto& model) { return model.flow_rate_GBps(flow); })) return *rate;
   const Flow* f = find(flow);
   if (f == nullptr || f->state != FlowState::kTransfer) return 0;
   return hot_[static_cast<std::size_t>(f - flows_.data())].rate / GBps_to_bytes_per_ps(1.0);
 }
 
 std::size_t FlowNetwork::active_flows() const {
-  if (per_link_) return per_link_->active_flows();
-  return groups_ ? groups_->active_flows() : active_;
+  return coarse([](auto& model) { return model.active_flows(); }).value_or(active_);
 }
 
 FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
@@ -192,8 +181,10 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
   if (!(rate_cap_GBps > 0)) throw std::invalid_argument("FlowNetwork: flow rate cap must be > 0");
   for (LinkId l : links) link_at(l);
   flows_started_ = true;
-  if (per_link_) return per_link_->start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
-  if (groups_) return groups_->start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
+  const auto coarse_id = coarse([&](auto& model) {
+    return model.start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));
+  });
+  if (coarse_id) return *coarse_id;
 
   std::int32_t slot;
   if (!free_flows_.empty()) {

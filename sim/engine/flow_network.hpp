@@ -44,7 +44,9 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -238,6 +240,16 @@ class FlowNetwork {
   std::uint64_t solves_ = 0;
   std::uint64_t flows_resolved_ = 0;
   std::uint64_t rate_changes_ = 0;
+  /// `f` applied to the coarse model in use (per_link or local), or nothing in the exact and epochs
+  /// modes, which this class solves itself. The two models have the same interface but no base
+  /// class: a virtual call on every flow's start is what that avoids.
+  template <class F>
+  auto coarse(F&& f) const -> std::optional<decltype(f(std::declval<PerLinkSharing&>()))> {
+    if (per_link_) return f(*per_link_);
+    if (groups_) return f(*groups_);
+    return std::nullopt;
+  }
+
   /// per_link mode: every flow and the links' loads live there (links_ keeps names and capacities).
   std::unique_ptr<PerLinkSharing> per_link_;
   /// local mode: the same, in GroupSharing.
