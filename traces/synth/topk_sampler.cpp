@@ -11,6 +11,19 @@ std::uint32_t count_positive(const std::vector<double>& weights) {
   return n;
 }
 
+std::uint32_t first_above(const double* cumulative, std::uint32_t n, double x) {
+  // `base` ends at the last entry <= x, or at the first entry when none is; each step halves the
+  // span that holds it.
+  const double* base = cumulative;
+  std::uint32_t len = n;
+  while (len > 1) {
+    const std::uint32_t half = len / 2;
+    base = base[half] <= x ? base + half : base;
+    len -= half;
+  }
+  return static_cast<std::uint32_t>(base - cumulative) + (*base <= x ? 1u : 0u);
+}
+
 bool group_limited_feasible(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups,
                             std::uint32_t groups_per_token) {
   assert(groups >= 1 && weights.size() % groups == 0);
@@ -118,8 +131,8 @@ void TopkSampler::sample(Xoshiro256ss& rng, std::uint16_t* out) {
     if (remaining >= 0.5 * total_) {
       for (;;) {
         const double x = rng.uniform() * total_;
-        const auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), x);
-        pick = it == cumulative_.end() ? last_positive_ : static_cast<std::uint32_t>(it - cumulative_.begin());
+        const std::uint32_t at = first_above(cumulative_.data(), static_cast<std::uint32_t>(n), x);
+        pick = at == n ? last_positive_ : at;
         if (!taken_[pick]) break;
       }
     } else {
