@@ -38,6 +38,8 @@ void AllToAllV::prepare(double bytes_per_unit) {
   const std::vector<ExchangeShape::Hop>& shape_hops = shape_->hops();
   const double* terms = shape_->terms().data();
   hops_.resize(shape_hops.size());
+  pending_.resize(shape_hops.size());
+  left_.resize(shape_hops.size());
   for (std::size_t h = 0; h < shape_hops.size(); ++h) {
     const ExchangeShape::Hop& from = shape_hops[h];
     double bytes = 0;
@@ -47,9 +49,8 @@ void AllToAllV::prepare(double bytes_per_unit) {
     hop.to = from.to;
     hop.bytes = bytes;
     hop.by_copy_engine = from.by_copy_engine;
-    hop.pending = from.pending;
-    hop.moved = false;
-    hop.inputs_left = from.inputs;
+    pending_[h] = from.pending;
+    left_[h] = from.inputs + 1;
     if (from.first) {
       total_bytes_ += bytes;
       if (from.by_copy_engine) copy_engine_bytes_ += bytes;
@@ -84,7 +85,7 @@ void AllToAllV::kernel_ready(int rank) { release(shape_->ready_offsets(), shape_
 void AllToAllV::release(const std::vector<int>& offsets, const std::vector<int>& hops, int rank) {
   for (int i = offsets[static_cast<std::size_t>(rank)]; i < offsets[static_cast<std::size_t>(rank) + 1]; ++i) {
     const int id = hops[static_cast<std::size_t>(i)];
-    if (--hops_[static_cast<std::size_t>(id)].pending == 0) launch(id);
+    if (--pending_[static_cast<std::size_t>(id)] == 0) launch(id);
   }
 }
 
@@ -117,9 +118,7 @@ void AllToAllV::launch(int id) {
 }
 
 void AllToAllV::hop_moved(int id) {
-  Hop& hop = hops_[static_cast<std::size_t>(id)];
-  hop.moved = true;
-  if (hop.inputs_left == 0) hop_done(id);
+  if (--left_[static_cast<std::size_t>(id)] == 0) hop_done(id);
 }
 
 void AllToAllV::hop_done(int id) {
@@ -128,8 +127,7 @@ void AllToAllV::hop_done(int id) {
   const std::vector<int>& feeds = shape_->feeds();
   for (int f = offsets[static_cast<std::size_t>(id)]; f < offsets[static_cast<std::size_t>(id) + 1]; ++f) {
     const int next = feeds[static_cast<std::size_t>(f)];
-    Hop& out = hops_[static_cast<std::size_t>(next)];
-    if (--out.inputs_left == 0 && out.moved) hop_done(next);
+    if (--left_[static_cast<std::size_t>(next)] == 0) hop_done(next);
   }
   --ranks_[static_cast<std::size_t>(hop.from)].hops_left;
   --ranks_[static_cast<std::size_t>(hop.to)].hops_left;

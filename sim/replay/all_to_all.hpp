@@ -27,6 +27,7 @@
 // from the payload, or given, shared by the exchanges that move the same pairs.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,16 +61,12 @@ class AllToAllV {
   std::size_t timeline_events() const { return hops_.size() + shape_->kernels(); }
 
  private:
-  /// One hop as it runs: the shape's hop with its bytes, and what it still waits for. What a hop's
-  /// launch and end read is here, in one place.
+  /// One hop as it runs: the shape's hop with its bytes, what its launch and its record read.
   struct Hop {
     int from = 0;
     int to = 0;
     double bytes = 0;
     bool by_copy_engine = false;
-    int pending = 0;       ///< ranks still to start (or, for the sender of a kernel hop, to be ready)
-    bool moved = false;    ///< its own bytes have arrived
-    int inputs_left = 0;   ///< hops whose bytes it passes on, not yet done
   };
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
   /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
@@ -101,6 +98,11 @@ class AllToAllV {
   CommKernel kernel_;
   std::shared_ptr<const ExchangeShape> shape_;
   std::vector<Hop> hops_;
+  // What each hop still waits for, apart from the hops: a rank's start counts down hundreds of hops
+  // scattered over the exchange, and a wide exchange's hops fill megabytes where these counts fill
+  // a few hundred kilobytes, which stay in the core's cache.
+  std::vector<std::int32_t> pending_;  ///< ranks still to start (or, for a kernel hop's sender, to be ready)
+  std::vector<std::int32_t> left_;     ///< its own bytes and the hops whose bytes it passes on, not yet in
   std::vector<RankState> ranks_;
   double total_bytes_ = 0;
   double copy_engine_bytes_ = 0;
