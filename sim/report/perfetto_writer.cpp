@@ -1,5 +1,6 @@
 #include "sim/report/perfetto_writer.hpp"
 
+#include <charconv>
 #include <cstdio>
 
 namespace epsim {
@@ -9,11 +10,35 @@ namespace {
 constexpr Track kTracks[] = {Track::compute, Track::comm_kernel, Track::copy_engine,
                              Track::nvlink_out, Track::nic_out, Track::host_cpu};
 
-std::string us(Time_ps ps) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(ps / kPsPerUs),
-                static_cast<long long>(ps % kPsPerUs));
-  return buf;
+// Appends `value` in decimal.
+void append_int(std::string& out, long long value) {
+  char buf[24];
+  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, value).ptr - buf));
+}
+
+// Appends `ps` as microseconds with six decimals, as printf's "%lld.%06lld" of its quotient and
+// remainder would.
+void append_us(std::string& out, Time_ps ps) {
+  if (ps < 0) {  // not reached by a layer's times; printf keeps the remainder's sign as before
+    char buf[48];
+    const int n = std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(ps / kPsPerUs),
+                                static_cast<long long>(ps % kPsPerUs));
+    out.append(buf, static_cast<std::size_t>(n));
+    return;
+  }
+  append_int(out, static_cast<long long>(ps / kPsPerUs));
+  char digits[6];
+  long long rest = static_cast<long long>(ps % kPsPerUs);
+  for (int i = 5; i >= 0; --i, rest /= 10) digits[i] = static_cast<char>('0' + rest % 10);
+  out.push_back('.');
+  out.append(digits, sizeof digits);
+}
+
+// Appends `bytes` rounded to a whole number, as printf's "%.0f" (std::to_chars with a precision is
+// specified as printf in the C locale).
+void append_bytes(std::string& out, double bytes) {
+  char buf[400];  // the longest double in fixed notation has 309 digits
+  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, bytes, std::chars_format::fixed, 0).ptr - buf));
 }
 
 bool is_flow(Track t) { return t == Track::nvlink_out || t == Track::nic_out; }
@@ -39,26 +64,61 @@ void PerfettoWriter::emit(const std::string& event_json) {
   out_ << event_json;
 }
 
+void PerfettoWriter::begin_event() {
+  if (!first_) buffer_.append(",\n");
+  first_ = false;
+}
+
 void PerfettoWriter::add(const Timeline& timeline, Time_ps offset_ps, const std::string& label) {
+  // Each event is written into one buffer, which goes to the stream a block at a time: a wide layer
+  // draws over a million events, and building each from temporary strings took longer than
+  // simulating the layer.
+  constexpr std::size_t kFlush_bytes = std::size_t{1} << 20;
+  buffer_.clear();
   for (const TimelineEvent& e : timeline.events) {
-    const std::string pid = std::to_string(e.gpu);
-    const std::string tid = std::to_string(static_cast<int>(e.track));
-    const std::string name = e.name;
-    char bytes[48];
-    std::snprintf(bytes, sizeof bytes, "%.0f", e.bytes);
-    const std::string args = "{\"layer\":\"" + label + "\",\"pass\":\"" +
-                             (e.pass == Pass::forward ? "forward" : "backward") + "\",\"bytes\":" + bytes + "}";
+    // The fields every event has after its kind: name, ids and start.
+    const auto ids = [&](std::string& out) {
+      out.append(",\"pid\":");
+      append_int(out, e.gpu);
+      out.append(",\"tid\":");
+      append_int(out, static_cast<int>(e.track));
+    };
+    const auto args = [&](std::string& out) {
+      out.append(",\"args\":{\"layer\":\"").append(label).append("\",\"pass\":\"");
+      out.append(e.pass == Pass::forward ? "forward" : "backward").append("\",\"bytes\":");
+      append_bytes(out, e.bytes);
+      out.append("}}");
+    };
     if (is_flow(e.track)) {
-      const std::string id = std::to_string(next_async_id_++);
-      const std::string common = "\"cat\":\"" + std::string(to_string(e.track)) + "\",\"name\":\"" + name +
-                                 "\",\"id\":" + id + ",\"pid\":" + pid + ",\"tid\":" + tid;
-      emit("{\"ph\":\"b\"," + common + ",\"ts\":" + us(e.start_ps + offset_ps) + ",\"args\":" + args + "}");
-      emit("{\"ph\":\"e\"," + common + ",\"ts\":" + us(e.end_ps + offset_ps) + "}");
+      const long long id = next_async_id_++;
+      for (const bool begin : {true, false}) {
+        begin_event();
+        buffer_.append(begin ? "{\"ph\":\"b\"" : "{\"ph\":\"e\"").append(",\"cat\":\"").append(to_string(e.track));
+        buffer_.append("\",\"name\":\"").append(e.name).append("\",\"id\":");
+        append_int(buffer_, id);
+        ids(buffer_);
+        buffer_.append(",\"ts\":");
+        append_us(buffer_, (begin ? e.start_ps : e.end_ps) + offset_ps);
+        if (begin) args(buffer_);
+        else buffer_.push_back('}');
+      }
     } else {
-      emit("{\"ph\":\"X\",\"name\":\"" + name + "\",\"pid\":" + pid + ",\"tid\":" + tid +
-           ",\"ts\":" + us(e.start_ps + offset_ps) + ",\"dur\":" + us(e.end_ps - e.start_ps) + ",\"args\":" + args + "}");
+      begin_event();
+      buffer_.append("{\"ph\":\"X\",\"name\":\"").append(e.name).push_back('"');
+      ids(buffer_);
+      buffer_.append(",\"ts\":");
+      append_us(buffer_, e.start_ps + offset_ps);
+      buffer_.append(",\"dur\":");
+      append_us(buffer_, e.end_ps - e.start_ps);
+      args(buffer_);
+    }
+    if (buffer_.size() >= kFlush_bytes) {
+      out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+      buffer_.clear();
     }
   }
+  out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+  buffer_.clear();
 }
 
 void PerfettoWriter::close() {

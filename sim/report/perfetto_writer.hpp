@@ -23,8 +23,11 @@ class PerfettoWriter {
 
  private:
   void emit(const std::string& event_json);
+  /// Starts an event in buffer_: the separator from the previous one.
+  void begin_event();
 
   std::ostream& out_;
+  std::string buffer_;  ///< add's events, written to out_ a block at a time
   bool first_ = true;
   long long next_async_id_ = 1;
 };
