@@ -41,21 +41,21 @@ void AllToAllV::prepare(double bytes_per_unit) {
   pending_.resize(shape_hops.size());
   left_.resize(shape_hops.size());
   for (std::size_t h = 0; h < shape_hops.size(); ++h) {
-    const ExchangeShape::Hop& from = shape_hops[h];
+    const ExchangeShape::Hop& spec = shape_hops[h];
     double bytes = 0;
-    for (std::uint32_t t = from.terms_begin; t < from.terms_end; ++t) bytes += terms[t] * bytes_per_unit;
+    for (std::uint32_t t = spec.terms_begin; t < spec.terms_end; ++t) bytes += terms[t] * bytes_per_unit;
     Hop& hop = hops_[h];
-    hop.from = from.from;
-    hop.to = from.to;
+    hop.from = spec.from;
+    hop.to = spec.to;
     hop.bytes = bytes;
-    hop.by_copy_engine = from.by_copy_engine;
-    pending_[h] = from.pending;
-    left_[h] = from.inputs + 1;
-    if (from.first) {
+    hop.by_copy_engine = spec.by_copy_engine;
+    pending_[h] = spec.pending;
+    left_[h] = spec.inputs + 1;  // its own bytes are one more input
+    if (spec.first) {
       total_bytes_ += bytes;
-      if (from.by_copy_engine) copy_engine_bytes_ += bytes;
+      if (spec.by_copy_engine) copy_engine_bytes_ += bytes;
     }
-    if (from.internode) internode_bytes_ += bytes;
+    if (spec.internode) internode_bytes_ += bytes;
   }
 }
 
