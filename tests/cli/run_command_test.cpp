@@ -83,7 +83,23 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(read_file(dir / "out3/summary.txt")
-            .find("\n  bandwidth sharing per_link (each link shared on its own, not max-min)\n") != std::string::npos);
+            .find("\n  bandwidth sharing per_link (each link shared on its own, not max-min)\n"
+                  "    measured against exact: layer time within 7.3% either way, but one GPU's finish\n") !=
+        std::string::npos);
+  // local names its model and how far it was measured from exact; exact and epochs say nothing of it.
+  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
+                                   "engine:\n  bandwidth_sharing: local\n");
+  r = run_epsim("run exp2.yaml -o out4", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string local = read_file(dir / "out4/summary.txt");
+  CHECK(local.find("\n  bandwidth sharing local (max-min within each GPU's sending and receiving links)\n"
+                   "    measured against exact: layer time within 2.2% (early on skewed traffic), but one GPU's finish\n"
+                   "    up to 52% off under skewed traffic; for per-GPU stragglers set\n"
+                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n") !=
+        std::string::npos);
+  CHECK(read_file(dir / "out/summary.txt").find("measured against exact") == std::string::npos);
+  CHECK(read_file(dir / "out2/summary.txt").find("measured against exact") == std::string::npos);
 }
 
 TEST_CASE("the same inputs give byte-identical outputs") {
