@@ -46,6 +46,10 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
   // tokens, each task's stages, and the Copy Engine legs, (from, to, task) in a fixed order.
   std::vector<std::int64_t> inst_tokens(plan.instances.size(), 0);
   std::map<std::tuple<int, int, int>, CeLeg> legs;
+  // The last EP route's task and stage: a source's routes to one GPU's experts come one after another
+  // and tell that task nothing new, so their task is not touched again.
+  int last_task = -1;
+  int last_stage = -1;
   for (const TokenRoute& r : plan.routes) {
     inst_tokens[r.instance] += r.tokens;
     if (r.tokens <= 0) continue;
@@ -63,13 +67,16 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
       }
     }
     if (r.stage < 0) continue;
-    GemmTask& task = graph.tasks[task_id];
-    add_stage(task, stages - 1);
     const bool by_copy_engine =
         r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
+    if (!by_copy_engine && task_id == last_task && r.stage == last_stage) continue;
+    GemmTask& task = graph.tasks[task_id];
+    add_stage(task, stages - 1);
     if (by_copy_engine) continue;
     task.input_stage = std::max(task.input_stage, r.stage);
     add_stage(task, r.stage);
+    last_task = task_id;
+    last_stage = r.stage;
   }
   for (GemmTask& task : graph.tasks) {
     std::vector<std::int64_t> rows;
