@@ -27,11 +27,7 @@ AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, std::shar
 void AllToAllV::prepare(double bytes_per_unit) {
   const std::vector<ExchangeShape::Rank>& roles = shape_->ranks();
   ranks_.resize(roles.size());
-  for (std::size_t r = 0; r < roles.size(); ++r) {
-    ranks_[r].moves = roles[r].moves;
-    ranks_[r].holds_sms = roles[r].holds_sms;
-    ranks_[r].hops_left = roles[r].hops;
-  }
+  for (std::size_t r = 0; r < roles.size(); ++r) ranks_[r].hops_left = roles[r].hops;
   // A hop's bytes are its terms' amounts times bytes_per_unit, summed from 0 in the shape's order:
   // the same operations as summing the bytes themselves, so a token shape gives a byte payload's
   // hops exactly. The totals add the hops' bytes in hop order, as a payload's walk would.
@@ -61,13 +57,14 @@ void AllToAllV::prepare(double bytes_per_unit) {
 
 void AllToAllV::start(int rank) {
   RankState& me = ranks_[static_cast<std::size_t>(rank)];
+  const ExchangeShape::Rank& role = shape_->ranks()[static_cast<std::size_t>(rank)];
   assert(!me.started);
   me.started = true;
   me.start_ps = context_.now_ps();
-  if (me.holds_sms) context_.sms(rank).acquire(context_.hardware().ep_backend.comm_sms);
+  if (role.holds_sms) context_.sms(rank).acquire(context_.hardware().ep_backend.comm_sms);
   release(shape_->start_offsets(), shape_->start_hops(), rank);
   // A kernel with something to move pays its fixed cost first; one with nothing passes at once.
-  if (me.holds_sms && me.moves && kernel_.fixed_ps > 0) {
+  if (role.holds_sms && role.moves && kernel_.fixed_ps > 0) {
     me.paying_fixed = true;
     context_.queue().schedule_in(kernel_.fixed_ps, [this, rank] {
       ranks_[static_cast<std::size_t>(rank)].paying_fixed = false;
@@ -139,7 +136,7 @@ void AllToAllV::maybe_finish(int rank) {
   RankState& me = ranks_[static_cast<std::size_t>(rank)];
   if (!me.started || me.finished || me.paying_fixed || me.hops_left > 0) return;
   me.finished = true;
-  if (me.holds_sms) {
+  if (shape_->ranks()[static_cast<std::size_t>(rank)].holds_sms) {
     context_.sms(rank).release(context_.hardware().ep_backend.comm_sms);
     // A rank with nothing to move passes through at once; an empty slice would only clutter the timeline.
     if (context_.now_ps() > me.start_ps) context_.record(rank, Track::comm_kernel, pass_, name_, me.start_ps);

@@ -70,10 +70,9 @@ class AllToAllV {
   };
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
   /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
+  /// Whether it moves anything and runs a kernel is the shape's (ExchangeShape::Rank).
   struct RankState {
     int hops_left = 0;            ///< hops from or to it not yet done
-    bool moves = false;           ///< some hop touches it
-    bool holds_sms = false;       ///< runs a communication kernel
     bool paying_fixed = false;    ///< its kernel is in its fixed cost
     bool started = false;
     bool finished = false;

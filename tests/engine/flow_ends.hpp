@@ -1,5 +1,6 @@
 // What the bandwidth-sharing tests record of their flows: each flow's end, and the order the ends
-// came in (tests/engine/flow_fast_path_test.cpp, per_link_sharing_test.cpp, group_sharing_test.cpp).
+// came in (tests/engine/flow_fast_path_test.cpp, per_link_sharing_test.cpp, group_sharing_test.cpp),
+// and the sharing modes they set.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,13 @@ struct FlowEnds {
     };
   }
 };
+
+/// The sharing settings of mode `m`, with the defaults of the rest.
+inline FlowNetwork::Sharing sharing(FlowNetwork::SharingMode m) {
+  FlowNetwork::Sharing s;
+  s.mode = m;
+  return s;
+}
 
 /// |fast - exact| / exact (exact taken as at least 1 ps).
 inline double relative(Time_ps fast, Time_ps exact) {

@@ -32,16 +32,11 @@ namespace {
 
 constexpr double kNoCap = FlowNetwork::kNoRateCap;
 
-FlowNetwork::Sharing exact_mode() {
-  FlowNetwork::Sharing s;
-  s.mode = FlowNetwork::SharingMode::exact;
-  return s;
-}
+FlowNetwork::Sharing exact_mode() { return epsim::test::sharing(FlowNetwork::SharingMode::exact); }
 
 // Every end waits (min_batch 0), however small the network, unless `min_batch` says otherwise.
 FlowNetwork::Sharing epoch_mode(double tolerance, double min_batch = 0) {
-  FlowNetwork::Sharing s;
-  s.mode = FlowNetwork::SharingMode::epochs;
+  FlowNetwork::Sharing s = epsim::test::sharing(FlowNetwork::SharingMode::epochs);
   s.tolerance = tolerance;
   s.min_batch = min_batch;
   return s;

@@ -30,13 +30,8 @@ constexpr double kNoCap = FlowNetwork::kNoRateCap;
 // 1,000 GB/s is one byte per picosecond, which keeps the hand arithmetic in bytes and ps.
 constexpr double kBytePerPs_GBps = 1000;
 
-FlowNetwork::Sharing mode(FlowNetwork::SharingMode m) {
-  FlowNetwork::Sharing s;
-  s.mode = m;
-  return s;
-}
-const FlowNetwork::Sharing kPerLink = mode(FlowNetwork::SharingMode::per_link);
-const FlowNetwork::Sharing kExact = mode(FlowNetwork::SharingMode::exact);
+const FlowNetwork::Sharing kPerLink = epsim::test::sharing(FlowNetwork::SharingMode::per_link);
+const FlowNetwork::Sharing kExact = epsim::test::sharing(FlowNetwork::SharingMode::exact);
 
 using Ends = epsim::test::FlowEnds;
 
