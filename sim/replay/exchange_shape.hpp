@@ -3,9 +3,9 @@
 // the shape says nothing of time.
 //
 // Why apart: a layer's forward dispatch and its gradient dispatch move the same pairs, as do its
-// combine and gradient combine, only with other bytes per token. At wide EP, building a shape is a
-// fifth of a layer's work (EP 1,024: a million pairs walked twice, a million forwarded pairs linked
-// to their RDMA hops), so LayerRun builds one per (stage, direction) and both passes run it.
+// combine and gradient combine, only with other bytes per token. At wide EP, building a shape was a
+// sixth of a layer's instructions (EP 1,024: a million pairs walked twice, a million forwarded pairs
+// linked to their RDMA hops; docs/performance.md, "Exchange shapes"), so LayerRun builds one per (stage, direction) and both passes run it.
 //
 // A shape is built from a payload in any unit (tokens, or bytes) and keeps each hop's amounts as
 // terms: one for a hop that carries one pair (or one source's node traffic), one per pair for a
