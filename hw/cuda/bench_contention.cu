@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "hw/cuda/commands.cuh"
@@ -21,7 +22,7 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
   const int matrices = static_cast<int>(a.integer("matrices", 3, 1, 16));
   const auto experts = a.integers("experts", {8}, 1, 4096);
   const auto tokens = a.integers("tokens", {16, 64, 256, 1024, 4096}, 1, 1 << 20);
-  const GemmImpl impl = parse_gemm_impl(a.text("impl", "grouped"));
+  const GemmImplChoice choice = parse_gemm_choice(a.text("impl", "grouped"));
   const int warmup = static_cast<int>(a.integer("warmup", 5, 0, 100000));
   const int reps = static_cast<int>(a.integer("reps", 30, 1, 1000));
   const auto copy_sizes = parse_sizes(a.text("copy-bytes", "256M"));
@@ -38,13 +39,17 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
   comments.insert(comments.end(), {
-      "gemm_with_copy: GEMM (" + std::string(to_string(impl)) + ") alone, then with a loop of " +
+      "gemm_with_copy: GEMM (" +
+          std::string(choice.best ? "the faster of cublasGemmGroupedBatchedEx and a cublasGemmEx loop, per point"
+                                  : to_string(choice.impl)) +
+          ") alone, then with a loop of " +
           std::to_string(copy_bytes) + " B cudaMemcpyAsync D2D (local Copy Engine) copies on another stream",
       "copy_GBps = rate of the copies that completed inside the GEMM window (bytes / s, 10^9); a local copy reads",
       "and writes the same HBM (about twice the per-GPU traffic of a peer copy of the same rate)"});
   bool timed_out = false;
   {
-    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, impl, s);
+    GroupedGemm gemm(hidden, ffn, matrices, max_e, max_t * max_e, choice.impl, s);
+    std::map<GemmImpl, int> points;  // points per implementation that ran
     SpinGate gate;
     DeviceBuffer src(copy_bytes), dst(copy_bytes);
     fill_pattern(src.get(), copy_bytes / 4, kCopySeed, cs);
@@ -63,7 +68,9 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
     for (auto e : experts)
       for (auto t : tokens) {
         const std::vector<std::int64_t> per(static_cast<std::size_t>(e), t);
-        const double alone = time_gemm(gemm, per, warmup, reps, s, gate, &timed_out);
+        GemmImpl used = gemm.impl();  // with best, the faster alone is also the one run beside the copies
+        const double alone = time_gemm_choice(gemm, choice, per, warmup, reps, s, gate, &timed_out, &used);
+        ++points[used];
         gemm.enqueue(per);  // pointer tables uploaded before the gate holds the stream
         CUDA_CHECK(cudaStreamSynchronize(s));
         // Copies: enough to outlast the GEMMs twice over (slowed GEMMs included), at least 4.
@@ -133,7 +140,9 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
                     p.gemm_with_copy_us / alone, gbps);
         std::fflush(stdout);
       }
-    if (gemm.impl() != impl)
+    if (choice.best)
+      comments.push_back("gemm_with_copy implementation: " + implementations_text(points));
+    else if (gemm.impl() != choice.impl)
       comments.push_back(std::string("the GEMM fell back to ") + to_string(gemm.impl()) + " (grouped call refused)");
   }
   if (timed_out) comments.push_back("WARNING: a spin kernel timed out: some contention timings include enqueue time");

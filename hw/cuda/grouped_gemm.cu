@@ -12,6 +12,12 @@ GemmImpl parse_gemm_impl(const std::string& text) {
   throw std::invalid_argument("--impl: '" + text + "' is not grouped or loop");
 }
 
+GemmImplChoice parse_gemm_choice(const std::string& text) {
+  if (text == "best") return {GemmImpl::grouped, true};
+  if (text == "grouped" || text == "loop") return {parse_gemm_impl(text), false};
+  throw std::invalid_argument("--impl: '" + text + "' is not grouped, loop or best");
+}
+
 const char* to_string(GemmImpl impl) {
   switch (impl) {
     case GemmImpl::grouped: return "cublasGemmGroupedBatchedEx";
@@ -19,6 +25,17 @@ const char* to_string(GemmImpl impl) {
     case GemmImpl::lt_fp8_loop: return "cublasLtMatmul FP8 E4M3 loop";
   }
   return "?";
+}
+
+std::string implementations_text(const std::map<GemmImpl, int>& wins) {
+  if (wins.size() == 1) return to_string(wins.begin()->first);
+  std::string text = "the faster per point:";
+  const char* sep = " ";
+  for (const auto& [impl, n] : wins) {
+    text += sep + std::string(to_string(impl)) + " at " + std::to_string(n) + " points";
+    sep = ", ";
+  }
+  return text;
 }
 
 bool fp8_gemm_capable(int device) {
@@ -90,6 +107,19 @@ GroupedGemm::~GroupedGemm() {
 void GroupedGemm::set_stream(cudaStream_t s) {
   stream_ = s;
   if (handle_) CUBLAS_CHECK(cublasSetStream(handle_, s));
+}
+
+void GroupedGemm::set_impl(GemmImpl impl) {
+  if (dtype_ == Dtype::fp8 || impl == GemmImpl::lt_fp8_loop) return;
+  impl_ = grouped_refused_ ? GemmImpl::loop : impl;
+}
+
+int GroupedGemm::calls_per_enqueue(const std::vector<std::int64_t>& tokens) const {
+  const int projections = matrices_ > 1 ? 2 : 1;
+  if (impl_ == GemmImpl::grouped && dtype_ != Dtype::fp8) return projections;
+  int active = 0;
+  for (auto t : tokens) active += t > 0 ? 1 : 0;
+  return projections * active;
 }
 
 void GroupedGemm::enqueue(const std::vector<std::int64_t>& tokens) {
@@ -240,6 +270,7 @@ void GroupedGemm::enqueue_projection(const std::vector<int>& experts, const std:
     std::fprintf(stderr, "epsim-hw: cublasGemmGroupedBatchedEx returned %s (%s); falling back to a cublasGemmEx loop\n",
                  cublasGetStatusName(st), cublasGetStatusString(st));
     impl_ = GemmImpl::loop;
+    grouped_refused_ = true;
     enqueue_projection(experts, tokens, offsets, n, k, weight_index);
     return;
   }

@@ -24,7 +24,17 @@ namespace epsim::hw {
 
 enum class GemmImpl { grouped, loop, lt_fp8_loop };
 GemmImpl parse_gemm_impl(const std::string& text);  // "grouped" | "loop"
+/// A benchmark's --impl: one BF16 implementation, or "best": both timed at every point and the faster
+/// kept (which one is faster depends on the shape, the GPU and the cuBLAS release).
+struct GemmImplChoice {
+  GemmImpl impl = GemmImpl::grouped;
+  bool best = false;
+};
+GemmImplChoice parse_gemm_choice(const std::string& text);  // "grouped" | "loop" | "best"
 const char* to_string(GemmImpl impl);
+/// The implementation that gave a sweep's rows: "cublasGemmEx loop" where one did, else "the faster
+/// per point: A at N points, B at M points" (points per implementation, as best chose).
+std::string implementations_text(const std::map<GemmImpl, int>& points);
 
 /// FP8 GEMMs cannot run here (compute capability below 8.9, or cuBLASLt offers no algorithm): the
 /// suite skips them with this message, `bench gemm --dtype fp8` exits 1 with it.
@@ -51,8 +61,14 @@ class GroupedGemm {
   /// Enqueues one grouped GEMM on the stream: tokens[e] rows for expert slot e (< max_experts).
   void enqueue(const std::vector<std::int64_t>& tokens);
   void set_stream(cudaStream_t s);
+  /// Switches a BF16 GEMM between grouped and loop (FP8 stays a cuBLASLt loop; grouped stays loop
+  /// once this cuBLAS refused the grouped call).
+  void set_impl(GemmImpl impl);
   GemmImpl impl() const { return impl_; }
   Dtype dtype() const { return dtype_; }
+  /// cuBLAS / cuBLASLt calls that enqueue(tokens) makes: one per projection for the grouped call, one
+  /// per expert and projection for the loop and FP8 (each call may launch more than one kernel).
+  int calls_per_enqueue(const std::vector<std::int64_t>& tokens) const;
   /// Distinct pointer tables kept on the device (a new table beyond this clears the cache: do not
   /// have more than this many distinct grouped GEMMs in flight unsynchronised).
   static constexpr std::size_t kSlots = 1024;
@@ -72,6 +88,7 @@ class GroupedGemm {
   int hidden_, ffn_, matrices_, max_experts_;
   std::int64_t max_tokens_;
   GemmImpl impl_;
+  bool grouped_refused_ = false;
   Dtype dtype_;
   cudaStream_t stream_;
   cublasHandle_t handle_{};
@@ -93,9 +110,22 @@ class GroupedGemm {
 namespace epsim::hw {
 
 /// Median time in us of `reps` runs of gemm.enqueue(tokens) after `warmup` untimed ones; each run has
-/// its own event pair, enqueued behind `gate` in batches of 16 (enqueue cost excluded).
-/// *gate_timed_out is set when a spin kernel gave up (the timings then include enqueue time).
+/// its own event pair, enqueued behind `gate` in batches of at most 16 runs and kMaxHeldCalls library
+/// calls (enqueue cost excluded). A batch whose gate gave up is discarded and run again at half its
+/// size; *gate_timed_out is set only when a batch of one run still timed out (its timings then include
+/// enqueue time).
+/// Library calls held behind a spin gate at once. The launches waiting on a held stream fill a queue of
+/// about a thousand entries; once it is full the next launch blocks the host, which then cannot release
+/// the gate, and the spin kernel waits out its timeout (seen on an H200: cuBLASLt FP8, 32 experts,
+/// 10 runs = 640 calls held, 10 s per point). 128 calls leave room for several kernels per call.
+constexpr int kMaxHeldCalls = 128;
+
 double time_gemm(GroupedGemm& gemm, const std::vector<std::int64_t>& tokens, int warmup, int reps, cudaStream_t s,
                  SpinGate& gate, bool* gate_timed_out);
+
+/// time_gemm under `choice`: with best, a BF16 GEMM is timed grouped and as a loop and the faster is
+/// returned, left selected in `gemm` and named in *used; otherwise gemm's own implementation.
+double time_gemm_choice(GroupedGemm& gemm, const GemmImplChoice& choice, const std::vector<std::int64_t>& tokens,
+                        int warmup, int reps, cudaStream_t s, SpinGate& gate, bool* gate_timed_out, GemmImpl* used);
 
 }  // namespace epsim::hw

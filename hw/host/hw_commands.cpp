@@ -54,7 +54,7 @@ std::vector<HwCommand> make_commands() {
                "expert grouped GEMM time over rows per expert and experts (BF16, FP8)",
                std::string("usage: epsim-hw bench gemm -o FILE.yaml [--device D] [--hidden 6144] [--ffn 2048]\n"
                            "                           [--matrices 3] [--experts 1,2,4,8,16,32] [--tokens LIST]\n"
-                           "                           [--dtype bf16|fp8|bf16,fp8] [--impl grouped|loop]\n"
+                           "                           [--dtype bf16|fp8|bf16,fp8] [--impl grouped|loop|best]\n"
                            "                           [--warmup 5] [--reps 50] [--hardware NAME] [--force]\n"
                            "\n"
                            "Per expert: up projection [M x H] x [H x (matrices-1)*F], then down [M x F] x [F x H];\n"
@@ -70,7 +70,8 @@ std::vector<HwCommand> make_commands() {
                    "                          unaligned counts)\n"
                    "  --dtype LIST            bf16 (cuBLAS) and/or fp8 (cuBLASLt E4M3, compute capability >= 8.9)\n"
                    "                          (default bf16)\n"
-                   "  --impl grouped|loop     BF16: cublasGemmGroupedBatchedEx or a cublasGemmEx loop (default grouped)\n"
+                   "  --impl grouped|loop|best  BF16: cublasGemmGroupedBatchedEx, a cublasGemmEx loop, or both timed\n"
+                   "                          at every point and the faster kept (default grouped; the suite: best)\n"
                    "  --warmup N, --reps N    untimed and timed runs per point (default 5, 50)\n" +
                    kHeaderOptions + "Lists: 1,2,4 or A:B or A:B:pow2.\n" + kExitStatus,
                {"o", "device", "hidden", "ffn", "matrices", "experts", "tokens", "dtype", "impl", "warmup", "reps",
@@ -104,7 +105,7 @@ std::vector<HwCommand> make_commands() {
                "grouped GEMM alone and beside a Copy Engine copy loop",
                std::string("usage: epsim-hw bench contention -o FILE.yaml [--device D] [--hidden 6144] [--ffn 2048]\n"
                            "                           [--matrices 3] [--experts 8] [--tokens 16,64,256,1024,4096]\n"
-                           "                           [--copy-bytes 256M] [--impl grouped|loop] [--warmup 5]\n"
+                           "                           [--copy-bytes 256M] [--impl grouped|loop|best] [--warmup 5]\n"
                            "                           [--reps 30] [--no-verify] [--hardware NAME] [--force]\n"
                            "\n"
                            "Output series: gemm_with_copy (GEMM time alone, with the copies, and the copies' rate).\n"

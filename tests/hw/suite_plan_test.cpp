@@ -49,6 +49,9 @@ TEST_CASE("suite on one GPU: GEMMs, copies and contention, the NCCL parts skippe
   CHECK(p.steps[2].optional);
   CHECK(gemm_points(p) == 2 * (3 * 28 + 2 * 28));
   CHECK(p.steps[4].args.text("kinds", "") == "ce_local,h2d,d2h,sm_copy");  // no peer copies on one GPU
+  // The GEMM rows are the faster implementation at each point, beside the copies too.
+  for (const auto& s : p.steps)
+    if (s.bench == "gemm" || s.bench == "contention") CHECK(s.args.text("impl", "") == "best");
 }
 
 TEST_CASE("suite on 8 GPUs adds the all-to-all and ep_comm sweeps on all of them") {
