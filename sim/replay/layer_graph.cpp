@@ -18,6 +18,7 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
     for (const GemmGroup& gg : plan.gemm_order[g]) {
       GemmTask task;
       task.gpu = g;
+      task.group = static_cast<int>(graph.tasks_of[g].size());
       task.instances = gg.instances;
       task.on_arrival = gg.on_arrival;
       task.after_planner = gg.after_planner;

@@ -12,6 +12,7 @@ namespace epsim {
 /// One grouped GEMM of the Plan and the inputs its forward kernel waits for.
 struct GemmTask {
   int gpu = 0;
+  int group = 0;  ///< its index in the plan's gemm_order[gpu]
   std::vector<int> instances;  ///< the plan's instances it computes
   Time_ps work_ps = 0;
   double hbm_fraction = 0;  ///< HBM bandwidth share at full speed (slows under Copy Engine traffic)

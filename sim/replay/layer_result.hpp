@@ -20,6 +20,10 @@ struct LayerResult {
   std::vector<Time_ps> copy_engine_busy_ps;
   std::vector<double> nvlink_out_util;      ///< wire bytes / (capacity * layer time)
   std::vector<double> nic_out_util;
+  /// The GEMM groups (indices in the plan's gemm_order[gpu]) in the order the GPU's forward ran them:
+  /// an on-arrival group may run before the groups listed ahead of it. `epsim validate` names each
+  /// GEMM on the timeline by its group with it.
+  std::vector<std::vector<int>> forward_gemm_groups;
 
   // Bytes moved, by what they are and what carried them (payload, both passes).
   double ep_token_bytes = 0;

@@ -584,6 +584,9 @@ LayerResult LayerRun::run() {
     result_.nvlink_out_util.push_back(util(topo.nvlink_out(g)));
     result_.nic_out_util.push_back(util(topo.nic_out(g)));
   }
+  result_.forward_gemm_groups.assign(n_, {});
+  for (int g = 0; g < n_; ++g)
+    for (int id : fwd_order_[g]) result_.forward_gemm_groups[g].push_back(graph_.tasks[id].group);
   result_.timeline = std::move(ctx_.timeline());
   return std::move(result_);  // the timeline is millions of events at wide EP: moved, never copied
 }

@@ -28,7 +28,7 @@ std::map<Key, std::vector<TimelineEvent>> group(const std::vector<TimelineEvent>
 }
 
 bool is_suffix_token(const std::string& token) {
-  if (token.size() < 2 || (token[0] != 's' && token[0] != 'e')) return false;
+  if (token.size() < 2 || (token[0] != 's' && token[0] != 'e' && token[0] != 'g')) return false;
   return std::all_of(token.begin() + 1, token.end(),
                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }

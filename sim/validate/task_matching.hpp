@@ -14,8 +14,9 @@ namespace epsim {
 /// False for nvlink_out and nic_out.
 bool is_matched_track(Track track);
 
-/// The task kind of an event name: the name without its per-stage (" s2") and per-expert (" e17")
-/// suffixes, so that "dispatch s1" and "weights e3" report as "dispatch" and "weights".
+/// The task kind of an event name: the name without its per-stage (" s2"), per-expert (" e17") and
+/// per-GEMM-group (" g1", sim/validate/gemm_groups.hpp) suffixes, so that "dispatch s1", "weights e3"
+/// and "gemm fwd g1" report as "dispatch", "weights" and "gemm fwd".
 std::string task_kind(const std::string& name);
 
 struct MatchedTask {

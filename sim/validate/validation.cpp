@@ -13,6 +13,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/core/time.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "sim/validate/gemm_groups.hpp"
 
 namespace epsim {
 
@@ -235,7 +236,10 @@ ValidationReport validate_measurements(const PlanLookup& find_plan, const Measur
                        std::string(e.what()) + " (hardware " + hw.name +
                            "): the bandwidths, TFLOP/s or latencies are too small for the plan's bytes and tokens");
     }
-    add_record(report, id, result.timeline.events, rec.events);
+    // Each GEMM named by its group on both sides, so that groups run in another order still pair.
+    std::vector<TimelineEvent> measured = rec.events;
+    name_gemm_groups(plan, result.forward_gemm_groups, result.timeline.events, measured);
+    add_record(report, id, result.timeline.events, measured);
   }
   finish_report(report);
   return report;

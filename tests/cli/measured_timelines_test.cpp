@@ -1,7 +1,9 @@
 // epsim's own plan runs on real GPUs (models/measurements/timelines/) stay comparable: the plans that
 // epsim writes today for those experiments are the plans that ran, so every GEMM the GPU ran pairs with
-// a predicted one, and the static-EP GEMMs (no copies, no planner: GEMM time alone) stay within 10% of
-// what the H100 and the H200 measured.
+// a predicted one of the same group, and the static-EP GEMMs (no copies, no planner: GEMM time alone)
+// stay within 10% of what the H100 and the H200 measured in the median. With the loop GEMMs no pair is
+// off by more than 30%: FEPLB's on-arrival group runs before the held-back group in the simulator and
+// after it on the GPU, and pairing them by occurrence gave -51% and +157% (docs/validation.md).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -36,8 +38,10 @@ std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
 
 struct Compared {
   int gemms = 0;                ///< matched GEMM tasks (tasks.csv kind "gemm ...")
+  int named_gemms = 0;          ///< of those, named by their group ("gemm fwd g2")
   int measured_only_gemms = 0;  ///< measured compute tasks without a predicted one
   double median_abs_gemm_error = 0;
+  double worst_abs_gemm_error = 0;
 };
 
 // tasks.csv: ...,kind(7),...,error(13); unmatched.csv: side(0),...,track(5),...
@@ -47,6 +51,7 @@ Compared compare(const fs::path& dir) {
   for (const auto& row : csv_rows(dir / "tasks.csv"))
     if (row.size() == 14 && row[7].rfind("gemm", 0) == 0) {
       ++c.gemms;
+      if (row[6].find(" g") != std::string::npos) ++c.named_gemms;
       errors.push_back(std::fabs(std::stod(row[13])));
     }
   for (const auto& row : csv_rows(dir / "unmatched.csv"))
@@ -55,6 +60,7 @@ Compared compare(const fs::path& dir) {
     std::sort(errors.begin(), errors.end());
     const std::size_t n = errors.size();
     c.median_abs_gemm_error = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+    c.worst_abs_gemm_error = errors.back();
   }
   return c;
 }
@@ -111,7 +117,9 @@ TEST_CASE("the measured plan runs pair with the plans epsim writes, GEMM for GEM
     REQUIRE(r.status == 0);
     const Compared got = compare(dir / out);
     CHECK(got.gemms == c.gemms);
+    CHECK(got.named_gemms == c.gemms);
     CHECK(got.measured_only_gemms == 0);
+    if (std::string(c.timeline).find("-loop") != std::string::npos) CHECK(got.worst_abs_gemm_error <= 0.30);
     // Static EP with the loop GEMMs that epsim-hw suite calibrates on: GEMM time alone.
     if (std::string(c.timeline).find("default-loop") != std::string::npos) CHECK(got.median_abs_gemm_error <= 0.10);
   }
