@@ -214,8 +214,10 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
     }
   }
 
-  // CE contention: speed s = min(1, (1 - p) / f), p = copy_GBps * factor / hbm. The simulator stretches the
-  // whole kernel (launch included): t_with = t_alone / s, so 1 - f * t_alone / t_with = factor * copy_GBps / hbm.
+  // CE contention: speed s = min(1, (1 - p) / f), p = copy_GBps * sides * factor / hbm. The simulator stretches
+  // the whole kernel (launch included): t_with = t_alone / s, so 1 - f * t_alone / t_with = factor * x with
+  // x = copy_GBps * sides / hbm. `factor` is what the simulator's peer copies add on each of their two GPUs
+  // per byte copied; a local copy (epsim-hw's) is both sides on the GEMM's GPU (sides = 2), a peer copy one.
   if (!contention.empty()) {
     if (!cal.gemm)
       cal.warnings.push_back("gemm_with_copy without grouped_gemm: using the base hbm_GBps and launch_us");
@@ -232,7 +234,8 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
         continue;
       }
       used.push_back(p);
-      x.push_back(g.copy_GBps / hbm_GBps);
+      const double sides = g.copy == CopyKind::ce_local ? 2.0 : 1.0;
+      x.push_back(g.copy_GBps * sides / hbm_GBps);
       z.push_back(1.0 - f * g.gemm_us / g.gemm_with_copy_us);
       f_used.push_back(f);
     }

@@ -196,6 +196,7 @@ GemmWithCopyPoint read_gemm_with_copy(ConfigMap& p, const std::string& name) {
   g.gemm_us = p.get_double("gemm_us", kPositive, kHuge);
   g.gemm_with_copy_us = p.get_double("gemm_with_copy_us", kPositive, kHuge);
   g.copy_GBps = p.get_double("copy_GBps", kPositive, kHuge);
+  g.copy = enum_of(p.get_choice_or("copy", "ce_local", {"ce_local", "ce_peer"}), {CopyKind::ce_local, CopyKind::ce_peer});
   g.repetitions = read_repetitions(p);
   g.where = p.where();
   return g;

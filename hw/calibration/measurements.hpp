@@ -91,6 +91,9 @@ struct GemmWithCopyPoint {
   double gemm_us = 0;
   double gemm_with_copy_us = 0;
   double copy_GBps = 0;
+  /// The interfering copy: ce_local (epsim-hw bench contention's: it reads and writes the GEMM's own
+  /// HBM, two HBM bytes per byte copied) or ce_peer (one: it reads one GPU's HBM and writes another's).
+  CopyKind copy = CopyKind::ce_local;
   std::int64_t repetitions = 0;
   std::string where;
 };

@@ -133,6 +133,7 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
         p.gemm_us = alone;
         p.gemm_with_copy_us = median(with);
         p.copy_GBps = gbps;
+        p.copy = CopyKind::ce_local;  // the loop copies inside this GPU: its HBM is read and written
         p.repetitions = reps;
         m.gemm_with_copy.push_back(p);
         std::printf("contention experts %lld tokens %lld: alone %.2f us, with copy %.2f us (x%.3f), copy %.1f GB/s\n",

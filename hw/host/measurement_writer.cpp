@@ -159,7 +159,8 @@ void write_measurements(std::ostream& out, const Measurements& m, const std::vec
     for (const auto& p : m.gemm_with_copy)
       out << "  - {" << shape_fields(p.shape) << ", gemm_us: " << format_number(p.gemm_us)
           << ", gemm_with_copy_us: " << format_number(p.gemm_with_copy_us)
-          << ", copy_GBps: " << format_number(p.copy_GBps) << repetitions_field(p.repetitions) << "}\n";
+          << ", copy_GBps: " << format_number(p.copy_GBps) << ", copy: " << to_string(p.copy)
+          << repetitions_field(p.repetitions) << "}\n";
   }
   if (!m.all_to_all.empty()) {
     out << "all_to_all:\n";

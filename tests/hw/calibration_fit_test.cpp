@@ -104,6 +104,33 @@ TEST_CASE("noise-free synthetic measurements are recovered exactly") {
   CHECK(cal.contention->points_without_slowdown == 1);
 }
 
+TEST_CASE("a local copy loads its GPU's HBM twice per byte: at half a peer copy's rate it fits the same factor") {
+  // epsim-hw bench contention copies inside the GPU (read and write on the GEMM's own HBM); the
+  // simulator's factor is per side of a peer copy. The synthetic points are peer copies with factor 1.6;
+  // the same slowdowns from local copies at half the rate are the same HBM load, so the same 1.6.
+  const test::CalibrationTruth truth;
+  const auto dir = test::scratch_dir("calib-local-copy");
+  const std::string path = (dir / "measurements.yaml").string();
+  std::ofstream(path) << test::synthetic_measurements_yaml(truth, 0.0);
+  Measurements m = load_measurements(path);
+  REQUIRE(!m.gemm_with_copy.empty());
+  const Calibration peer = fit_measurements({m}, truth.hw);
+  for (auto& p : m.gemm_with_copy) {
+    CHECK(p.copy == CopyKind::ce_peer);
+    p.copy = CopyKind::ce_local;
+    p.copy_GBps /= 2;
+  }
+  const Calibration local = fit_measurements({m}, truth.hw);
+  REQUIRE(peer.contention);
+  REQUIRE(local.contention);
+  check_close(peer.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 1e-9);
+  check_close(local.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 1e-9);
+  // Read as peer copies, the local ones would have fitted twice the factor (what the H100 and H200
+  // contention rows gave before the copy's kind was read: 1.98 and 1.93).
+  for (auto& p : m.gemm_with_copy) p.copy = CopyKind::ce_peer;
+  check_close(fit_measurements({m}, truth.hw).contention->hbm_traffic_factor, truth.hbm_traffic_factor * 2, 1e-9);
+}
+
 TEST_CASE("the fitted hardware reproduces every synthetic GEMM time through GemmCost") {
   const test::CalibrationTruth truth;
   const Calibration cal = fit_synthetic(truth, 0.0, "calib-gemmcost");

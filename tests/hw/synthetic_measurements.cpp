@@ -200,11 +200,11 @@ std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double no
     const std::vector<std::int64_t> rows(c.experts, c.tokens);
     const double alone = ps_to_us(cost.grouped_time_ps(rows, ffn));
     const double f = cost.hbm_fraction(rows, ffn);
-    const double p = c.copy_GBps * truth.hbm_traffic_factor / truth.hw.gpu.hbm_GBps;
+    const double p = c.copy_GBps * truth.hbm_traffic_factor / truth.hw.gpu.hbm_GBps;  // a peer copy: one side
     const double speed = std::min(1.0, (1.0 - p) / f);
     y << "  - {" << shape(c.experts, c.tokens, hidden, ffn) << ", gemm_us: " << num(noise(alone))
       << ", gemm_with_copy_us: " << num(noise(alone / speed)) << ", copy_GBps: " << num(c.copy_GBps)
-      << ", repetitions: 20}\n";
+      << ", copy: ce_peer, repetitions: 20}\n";
   }
   return y.str();
 }
