@@ -119,15 +119,21 @@ def plot(tasks, layers, png):
     title += f"; {task_skipped} at 0 us not drawn)" if task_skipped else ")"
     ax_t.set_title(title)
 
-    layer_points, layer_skipped = points(layers, "predicted_us", "measured_us")
+    # A layer whose record lacks whole tracks (a single-GPU run has no EP kernels) is not compared
+    # (docs/validation.md); files written before the column existed compare every layer.
+    compared = [r for r in layers if not r.get("unmeasured_tracks")]
+    layer_points, layer_skipped = points(compared, "predicted_us", "measured_us")
+    layer_skipped += len(layers) - len(compared)
     if layer_points:
         lo, hi = limits([v for p, m, _ in layer_points for v in (p, m)])
         draw_bands(ax_l, lo, hi)
         ax_l.scatter([m for _, m, _ in layer_points], [p for p, _, _ in layer_points], s=22, color=LAYER_COLOR,
                      label="layer", edgecolors="none")
         ax_l.legend(fontsize=8, loc="upper left")
+    else:
+        ax_l.text(0.5, 0.5, "no layer compared", ha="center", va="center", transform=ax_l.transAxes)
     title = f"layers ({len(layer_points)}"
-    title += f"; {layer_skipped} at 0 us not drawn)" if layer_skipped else ")"
+    title += f"; {layer_skipped} not drawn: at 0 us or not compared)" if layer_skipped else ")"
     ax_l.set_title(title)
 
     fig.suptitle("epsim validate: predicted vs measured")

@@ -55,6 +55,18 @@ std::string abs_percent(double fraction) {
   return fmt(100 * fraction, "%.2f") + "%";
 }
 
+/// The layer's unmeasured tracks, separated by `sep` ("" when it is compared).
+std::string tracks_text(const LayerComparison& l, const char* sep) {
+  std::string out;
+  for (Track t : l.unmeasured_tracks) out += (out.empty() ? "" : sep) + std::string(to_string(t));
+  return out;
+}
+
+/// A layer's error cell: the error, or why it is not compared.
+std::string layer_error_text(const LayerComparison& l) {
+  return l.compared() ? percent(l.error()) : "n/a: no " + tracks_text(l, ", ") + " measured";
+}
+
 std::string record_text(const RecordId& r) {
   return "step " + std::to_string(r.step) + ", micro_batch " + std::to_string(r.micro_batch) + ", layer " +
          std::to_string(r.layer);
@@ -115,6 +127,12 @@ void add_record(ValidationReport& report, const RecordId& id, const std::vector<
     else if (is_matched_track(e.track))
       ++layer.not_measured;
   }
+  std::set<Track> predicted_tracks, measured_tracks;
+  for (const auto& e : in_scope)
+    if (is_matched_track(e.track)) predicted_tracks.insert(e.track);
+  for (const auto& e : measured) measured_tracks.insert(e.track);
+  for (Track t : predicted_tracks)
+    if (!measured_tracks.count(t)) layer.unmeasured_tracks.push_back(t);
   TaskMatch match = match_tasks(in_scope, measured);
   layer.record = id;
   layer.measured_gpus = static_cast<int>(measured_gpus.size());
@@ -173,7 +191,7 @@ void finish_report(ValidationReport& report) {
     if (t.task.predicted.track == Track::copy_engine) copy.push_back(std::fabs(e));
   }
   for (const auto& l : report.layers)
-    if (!std::isnan(l.error())) layer.push_back(std::fabs(l.error()));
+    if (l.compared() && !std::isnan(l.error())) layer.push_back(std::fabs(l.error()));
   report.goals.gemm_median_abs_error = median(gemm);
   report.goals.copy_median_abs_error = median(copy);
   report.goals.layer_worst_abs_error = layer.empty() ? kNaN : *std::max_element(layer.begin(), layer.end());
@@ -259,11 +277,11 @@ void write_tasks_csv(std::ostream& out, const ValidationReport& report) {
 
 void write_layers_csv(std::ostream& out, const ValidationReport& report) {
   out << "step,micro_batch,layer,predicted_us,measured_us,error,matched,predicted_only,measured_only,measured_gpus,"
-         "not_measured\n";
+         "not_measured,unmeasured_tracks\n";
   for (const auto& l : report.layers)
     out << l.record.step << "," << l.record.micro_batch << "," << l.record.layer << "," << us(l.predicted_ps) << ","
         << us(l.measured_ps) << "," << fmt(l.error()) << "," << l.matched << "," << l.predicted_only << ","
-        << l.measured_only << "," << l.measured_gpus << "," << l.not_measured << "\n";
+        << l.measured_only << "," << l.measured_gpus << "," << l.not_measured << "," << tracks_text(l, " ") << "\n";
 }
 
 void write_unmatched_csv(std::ostream& out, const ValidationReport& report) {
@@ -296,7 +314,11 @@ void write_summary_md(std::ostream& out, const ValidationReport& report, const s
   out << "**Goals " << (g.met() ? "met" : "NOT met") << "**: median |error| of GEMMs "
       << abs_percent(g.gemm_median_abs_error) << " (goal <= 5%), of copies " << abs_percent(g.copy_median_abs_error)
       << (std::isnan(g.copy_median_abs_error) ? " (none measured)" : " (goal <= 5%)") << ", worst layer "
-      << abs_percent(g.layer_worst_abs_error) << " (goal <= 10%).\n\n";
+      << abs_percent(g.layer_worst_abs_error)
+      << (std::isnan(g.layer_worst_abs_error) && !report.layers.empty()
+              ? " (no record measured every track it predicts: see the layers' error column)"
+              : " (goal <= 10%)")
+      << ".\n\n";
   out << "Error = (predicted - measured) / measured.\n\n";
   out << "## Per task kind\n\n";
   out << "| track | kind | tasks | predicted total us | measured total us | median abs error | worst error |\n";
@@ -312,7 +334,7 @@ void write_summary_md(std::ostream& out, const ValidationReport& report, const s
   out << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& l : report.layers)
     out << "| " << l.record.step << " | " << l.record.micro_batch << " | " << l.record.layer << " | "
-        << us(l.predicted_ps) << " | " << us(l.measured_ps) << " | " << percent(l.error()) << " | " << l.matched
+        << us(l.predicted_ps) << " | " << us(l.measured_ps) << " | " << layer_error_text(l) << " | " << l.matched
         << " | " << l.predicted_only << " | " << l.measured_only << " | " << l.measured_gpus << " | " << l.not_measured
         << " |\n";
   out << "\n## Unmatched tasks\n\n";

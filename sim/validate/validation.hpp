@@ -60,6 +60,11 @@ struct LayerComparison {
   int measured_only = 0;
   int measured_gpus = 0;  ///< GPUs with at least one measured event
   int not_measured = 0;   ///< predicted tasks on GPUs without any measured event (not compared)
+  /// Tracks with predicted tasks on the measured GPUs but not one measured event in the record (a
+  /// single-GPU run has no EP kernels and no planner): the measured span lacks that work, so the layer
+  /// is listed but not compared, and takes no part in the layer goal.
+  std::vector<Track> unmeasured_tracks;
+  bool compared() const { return unmeasured_tracks.empty(); }
   double error() const { return relative_error(static_cast<double>(predicted_ps), static_cast<double>(measured_ps)); }
 };
 

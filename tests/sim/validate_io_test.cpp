@@ -172,7 +172,7 @@ TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line, re
   CHECK(r.out.find(test::read_file(dir / "out/summary.md")) == 0);
   const std::string layers = test::read_file(dir / "out/layers.csv");
   CHECK(layers.rfind("step,micro_batch,layer,predicted_us,measured_us,error,matched,predicted_only,measured_only,"
-                         "measured_gpus,not_measured\n",
+                         "measured_gpus,not_measured,unmeasured_tracks\n",
                      0) == 0);
 
   // Same inputs again: identical files; an existing folder is refused without --overwrite.

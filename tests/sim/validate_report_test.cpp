@@ -147,6 +147,36 @@ TEST_CASE("a measured timeline running uniformly slower: tasks and layer off by 
   CHECK(run(plan, one_record(close)).goals.met());
 }
 
+TEST_CASE("a record without any EP kernel or host task measured lists its layer but does not compare it") {
+  // As a single-GPU run: its GEMMs and copies, 3% slow, and nothing of the comm_kernel and host_cpu
+  // tracks. The measured span lacks the dispatch and combine, so its layer error says nothing.
+  const Plan plan = test::validation_plan();
+  const auto events = test::validation_events(plan);
+  MeasuredRecord rec{plan.step, plan.micro_batch, plan.layer, {}};
+  for (TimelineEvent e : events) {
+    if (e.track == Track::comm_kernel || e.track == Track::host_cpu) continue;
+    e.start_ps = e.start_ps * 103 / 100;
+    e.end_ps = e.end_ps * 103 / 100;
+    rec.events.push_back(e);
+  }
+  const ValidationReport r = run(plan, one_record(rec));
+  REQUIRE(r.layers.size() == 1);
+  CHECK_FALSE(r.layers[0].compared());
+  CHECK(r.layers[0].unmeasured_tracks == std::vector<Track>{Track::comm_kernel, Track::host_cpu});
+  CHECK(std::isnan(r.goals.layer_worst_abs_error));
+  CHECK(r.goals.gemm_median_abs_error == doctest::Approx(1 - 1 / 1.03));  // tasks are still compared
+  CHECK_FALSE(r.goals.met());
+  std::ostringstream md, csv;
+  write_summary_md(md, r, {}, 10);
+  write_layers_csv(csv, r);
+  CHECK(md.str().find("n/a: no comm_kernel, host_cpu measured") != std::string::npos);
+  CHECK(md.str().find("worst layer n/a (no record measured every track it predicts") != std::string::npos);
+  CHECK(csv.str().find(",comm_kernel host_cpu\n") != std::string::npos);
+  // Every track measured: the layer is compared again (the 3% of the whole timeline).
+  const ValidationReport all = run(plan, one_record(perturbed(plan, events, [](const TimelineEvent&) { return 1.03; })));
+  CHECK(all.layers[0].compared());
+}
+
 TEST_CASE("tasks on one side only are reported, not dropped, the rest still match by occurrence") {
   const Plan plan = test::validation_plan();
   const auto events = test::validation_events(plan);
