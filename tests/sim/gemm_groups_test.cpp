@@ -26,6 +26,19 @@ TimelineEvent gemm(const char* name, Pass pass, Time_ps start, Time_ps end) {
   return {0, Track::compute, pass, name, start, end, 0};
 }
 
+/// Three forward GEMMs as the simulator ran groups 0, 2, 1 (200, 50 and 100 us), or as another side
+/// named them: `names` in that order, starting at `origin`.
+std::vector<TimelineEvent> three_gemms(const std::vector<const char*>& names, Time_ps origin,
+                                       const std::vector<Time_ps>& durations) {
+  std::vector<TimelineEvent> out;
+  Time_ps t = origin;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out.push_back(gemm(names[i], Pass::forward, t, t + durations[i]));
+    t += durations[i];
+  }
+  return out;
+}
+
 std::vector<std::string> names(const std::vector<TimelineEvent>& events) {
   std::vector<std::string> out;
   for (const auto& e : events) out.push_back(e.name);
@@ -47,12 +60,8 @@ TEST_CASE("the backward runs backward_first groups first, then data gradients, t
 TEST_CASE("an on-arrival group run second in the simulator pairs with the GPU's third GEMM") {
   const Plan plan = three_groups(false);
   // Simulated: groups 0, 2, 1 (200, 50, 100 us). Measured in the plan's order: 0, 1, 2.
-  std::vector<TimelineEvent> predicted = {gemm("gemm fwd", Pass::forward, 0, 200),
-                                          gemm("gemm fwd", Pass::forward, 200, 250),
-                                          gemm("gemm fwd", Pass::forward, 250, 350)};
-  std::vector<TimelineEvent> measured = {gemm("gemm fwd", Pass::forward, 1000, 1210),
-                                         gemm("gemm fwd", Pass::forward, 1210, 1320),
-                                         gemm("gemm fwd", Pass::forward, 1320, 1375)};
+  std::vector<TimelineEvent> predicted = three_gemms({"gemm fwd", "gemm fwd", "gemm fwd"}, 0, {200, 50, 100});
+  std::vector<TimelineEvent> measured = three_gemms({"gemm fwd", "gemm fwd", "gemm fwd"}, 1000, {210, 110, 55});
   name_gemm_groups(plan, {{0, 2, 1}}, predicted, measured);
   CHECK(names(predicted) == std::vector<std::string>{"gemm fwd g0", "gemm fwd g2", "gemm fwd g1"});
   CHECK(names(measured) == std::vector<std::string>{"gemm fwd g0", "gemm fwd g1", "gemm fwd g2"});
@@ -71,13 +80,9 @@ TEST_CASE("an on-arrival group run second in the simulator pairs with the GPU's 
 
 TEST_CASE("measured events that name their group keep it, and counts that differ leave both sides unnamed") {
   const Plan plan = three_groups(false);
-  std::vector<TimelineEvent> predicted = {gemm("gemm fwd", Pass::forward, 0, 200),
-                                          gemm("gemm fwd", Pass::forward, 200, 250),
-                                          gemm("gemm fwd", Pass::forward, 250, 350)};
+  const std::vector<TimelineEvent> predicted = three_gemms({"gemm fwd", "gemm fwd", "gemm fwd"}, 0, {200, 50, 100});
   // A recorder that names groups itself, in its own (dynamic) order.
-  std::vector<TimelineEvent> named = {gemm("gemm fwd g0", Pass::forward, 0, 210),
-                                      gemm("gemm fwd g2", Pass::forward, 210, 265),
-                                      gemm("gemm fwd g1", Pass::forward, 265, 375)};
+  std::vector<TimelineEvent> named = three_gemms({"gemm fwd g0", "gemm fwd g2", "gemm fwd g1"}, 0, {210, 55, 110});
   std::vector<TimelineEvent> p1 = predicted;
   name_gemm_groups(plan, {{0, 2, 1}}, p1, named);
   CHECK(names(named) == std::vector<std::string>{"gemm fwd g0", "gemm fwd g2", "gemm fwd g1"});
