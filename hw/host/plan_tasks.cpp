@@ -27,8 +27,11 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
     for (const auto& group : plan.gemm_order[gpu]) {
       GemmTask t;
       t.pass = Pass::forward;
-      // The simulator's task names, so that `epsim validate` pairs them (docs/validation.md).
-      t.name = "gemm fwd";
+      // The simulator's task names with the GEMM's group (" g<k>": gemm_order[gpu][k]), so that
+      // `epsim validate` pairs each with its own group whatever order either side ran them in
+      // (docs/validation.md, "Matching").
+      t.group = static_cast<int>(forward.size());
+      t.name = "gemm fwd g" + std::to_string(t.group);
       t.instances = group.instances;
       for (int i : group.instances) t.tokens.push_back(tokens.at(static_cast<std::size_t>(i)));
       forward.push_back(t);
@@ -43,7 +46,7 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
   auto add_backward = [&](int k, bool dgrad) {
     GemmTask t = forward[static_cast<std::size_t>(k)];
     t.pass = Pass::backward;
-    t.name = dgrad ? "gemm dgrad" : "gemm wgrad";
+    t.name = (dgrad ? "gemm dgrad g" : "gemm wgrad g") + std::to_string(t.group);
     (dgrad ? dgrad_at : wgrad_at)[static_cast<std::size_t>(k)] = static_cast<int>(out.gemms.size());
     out.gemms.push_back(std::move(t));
   };

@@ -39,14 +39,15 @@ namespace epsim::hw {
 
 struct GemmTask {
   Pass pass = Pass::forward;
-  std::string name;                  ///< e.g. "gemm g0", "dgrad g0", "wgrad g0"
+  std::string name;                  ///< "gemm fwd g0", "gemm dgrad g0", "gemm wgrad g0"
+  int group = 0;                     ///< its index in the plan's gemm_order[gpu]
   std::vector<int> instances;        ///< plan instance indices
   std::vector<std::int64_t> tokens;  ///< tokens per instance (same order); zeros are kept
 };
 
 struct CopyTask {
   Pass pass = Pass::forward;
-  std::string name;  ///< e.g. "weights i3 0->1", "tokens i5 0->2"
+  std::string name;  ///< the simulator's: "weights e3", "tokens", "outputs", "input grads", "grads e3"
   std::int64_t bytes = 0;
   int dst_gpu = 0;  ///< where the bytes would go; the single-GPU runner copies locally
   /// Index into GpuTasks::gemms of the GEMM whose end the copy waits for, -1 for none: outputs wait

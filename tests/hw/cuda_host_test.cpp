@@ -123,11 +123,11 @@ TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy
   CHECK(g0.step == 3);
   CHECK(g0.layer == 2);
   REQUIRE(g0.gemms.size() == 3);
-  CHECK(g0.gemms[0].name == "gemm fwd");
+  CHECK(g0.gemms[0].name == "gemm fwd g0");
   CHECK(g0.gemms[0].pass == Pass::forward);
   CHECK(g0.gemms[0].tokens == std::vector<std::int64_t>{5});
-  CHECK(g0.gemms[1].name == "gemm dgrad");
-  CHECK(g0.gemms[2].name == "gemm wgrad");
+  CHECK(g0.gemms[1].name == "gemm dgrad g0");
+  CHECK(g0.gemms[2].name == "gemm wgrad g0");
   CHECK(g0.gemms[2].pass == Pass::backward);
   REQUIRE(g0.copies.size() == 2);  // the CE weights and the CE leg of the two-phase route; not the EP transfer
   CHECK(g0.copies[0].name == "weights e0");

@@ -42,13 +42,14 @@ std::vector<std::string> names(const GpuTasks& t) {
 
 TEST_CASE("the runner's backward runs a backward_first group's data and weight gradient before the others") {
   const GpuTasks plain = extract_gpu_tasks(shadow_plan(false, TransferStart::after_dispatch), 1, 16, 2);
-  CHECK(names(plain) == std::vector<std::string>{"gemm fwd 1", "gemm fwd 2", "gemm fwd 3", "gemm dgrad 1",
-                                                 "gemm dgrad 2", "gemm dgrad 3", "gemm wgrad 1", "gemm wgrad 2",
-                                                 "gemm wgrad 3"});
+  // Named by group (g0..g2 of GPU 1's gemm_order) and, here, by first instance.
+  CHECK(names(plain) == std::vector<std::string>{"gemm fwd g0 1", "gemm fwd g1 2", "gemm fwd g2 3", "gemm dgrad g0 1",
+                                                 "gemm dgrad g1 2", "gemm dgrad g2 3", "gemm wgrad g0 1",
+                                                 "gemm wgrad g1 2", "gemm wgrad g2 3"});
   const GpuTasks first = extract_gpu_tasks(shadow_plan(true, TransferStart::after_wgrad), 1, 16, 2);
-  CHECK(names(first) == std::vector<std::string>{"gemm fwd 1", "gemm fwd 2", "gemm fwd 3", "gemm dgrad 2",
-                                                 "gemm wgrad 2", "gemm dgrad 1", "gemm dgrad 3", "gemm wgrad 1",
-                                                 "gemm wgrad 3"});
+  CHECK(names(first) == std::vector<std::string>{"gemm fwd g0 1", "gemm fwd g1 2", "gemm fwd g2 3", "gemm dgrad g1 2",
+                                                 "gemm wgrad g1 2", "gemm dgrad g0 1", "gemm dgrad g2 3",
+                                                 "gemm wgrad g0 1", "gemm wgrad g2 3"});
   // Backward copies: the input gradients of expert 2's Copy Engine route after its data gradient, the
   // shadow's gradients after its weight gradient; in the order those GEMMs end.
   auto backward_copies = [](const GpuTasks& t) {
