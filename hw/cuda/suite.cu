@@ -62,6 +62,7 @@ int run_suite(const HwArgs& a) {
   const int device = static_cast<int>(a.integer("device", 0, 0, 1023));
   const std::int64_t gpus_wanted = a.integer("gpus", 0, 1, kMaxSuiteGpus);  // 0: all visible, at most 8
   a.number("nccl-timeout-s", 120, 1e-3, 86400.0);  // checked now, used by the NCCL steps
+  parse_expert_shapes(a.text("shapes", ""));        // likewise: a bad shape is refused before the GPU
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
   if (device >= count)

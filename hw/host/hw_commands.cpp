@@ -21,8 +21,8 @@ std::vector<HwCommand> make_commands() {
   std::vector<HwCommand> c;
   c.push_back({"suite",
                "every measurement epsim calibrate fits, on 1 to 8 GPUs, into one file",
-               std::string("usage: epsim-hw suite -o SET.yaml [--gpus N] [--quick] [--force] [--hardware NAME]\n"
-                           "                      [--device D] [--nccl-timeout-s 120] [--no-verify]\n"
+               std::string("usage: epsim-hw suite -o SET.yaml [--gpus N] [--quick] [--shapes HxF,...] [--force]\n"
+                           "                      [--hardware NAME] [--device D] [--nccl-timeout-s 120] [--no-verify]\n"
                            "\n"
                            "Runs the whole measurement suite and writes one kind: measurements file for\n"
                            "`epsim calibrate SET.yaml --base models/h100-sxm-8.yaml -o models/my-cluster.yaml`:\n"
@@ -35,18 +35,21 @@ std::vector<HwCommand> make_commands() {
                            "  ep_comm         dispatch (FP8 and BF16) and combine (BF16) of DeepEP-benchmark-shaped\n"
                            "                  traffic as NCCL all-to-all-v: hidden 7168, top-8 of 256 experts,\n"
                            "                  uniform routing, tokens per rank swept            (2 or more GPUs)\n"
-                           "With one GPU the multi-GPU parts are skipped (said on stderr). A few minutes on an 8-GPU\n"
-                           "H100 node (estimated); --quick runs a reduced grid (about a minute).\n"
+                           "With one GPU the multi-GPU parts are skipped (said on stderr). The single-GPU parts take\n"
+                           "about a minute on an H100 or H200 (--quick: a few seconds); with 2 or more GPUs the NCCL\n"
+                           "parts come on top.\n"
                            "\n"
                            "Options:\n") +
                    kOutputOptions +
                    "  --gpus N                GPUs for the multi-GPU parts (default: all visible, at most 8)\n"
                    "  --device D              the GPU of the single-GPU parts (default 0)\n"
-                   "  --quick                 reduced grid\n" +
+                   "  --quick                 reduced grid\n"
+                   "  --shapes HxF,...        your model's expert shapes too (hidden x expert FFN, multiples of 16;\n"
+                   "                          gated, 3 matrices), with 1, 8 and 32 experts (8 with --quick)\n" +
                    kHeaderOptions +
                    "  --nccl-timeout-s S      deadline of every NCCL wait (default 120)\n"
                    "  --no-verify             skip the checksums of moved data\n" + kExitStatus,
-               {"o", "gpus", "device", "hardware", "nccl-timeout-s"},
+               {"o", "gpus", "device", "hardware", "nccl-timeout-s", "shapes"},
                {"quick", "force", "no-verify"},
                {"o"},
                ""});

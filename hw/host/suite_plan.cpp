@@ -27,6 +27,31 @@ SuiteStep step(const std::string& bench, const std::string& what, std::vector<st
 
 }  // namespace
 
+std::vector<std::pair<int, int>> parse_expert_shapes(const std::string& text) {
+  std::vector<std::pair<int, int>> out;
+  if (text.empty()) return out;
+  for (std::size_t begin = 0;;) {  // every item, an empty one too ("a,,b", "a,")
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const std::size_t x = item.find('x');
+    auto number = [&](const std::string& digits) {
+      if (digits.empty() || digits.size() > 7 || digits.find_first_not_of("0123456789") != std::string::npos)
+        throw std::invalid_argument("--shapes: '" + item + "' is not HIDDENxFFN (for example 6144x2048)");
+      return std::stoi(digits);
+    };
+    if (x == std::string::npos)
+      throw std::invalid_argument("--shapes: '" + item + "' is not HIDDENxFFN (for example 6144x2048)");
+    const int hidden = number(item.substr(0, x));
+    const int ffn = number(item.substr(x + 1));
+    // FP8 GEMMs (cuBLASLt) need both multiples of 16; the suite measures BF16 and FP8 alike.
+    if (hidden == 0 || ffn == 0 || hidden % 16 != 0 || ffn % 16 != 0)
+      throw std::invalid_argument("--shapes: '" + item + "': hidden and ffn must be positive multiples of 16");
+    out.emplace_back(hidden, ffn);
+    if (end == text.size()) return out;
+    begin = end + 1;
+  }
+}
+
 SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
   const bool quick = suite.flags.count("quick") > 0;
   std::vector<std::string> single{"--device", suite.text("device", "0")};
@@ -49,13 +74,18 @@ SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
   // On an H200 with cuBLAS 13.0 the grouped call reached about 300 TFLOP/s where the loop reached 700 to
   // 790 (models/measurements/epsim-suite-h200.yaml), so a suite that kept one would calibrate a GPU
   // slower than the one the user trains on. FP8 (a cuBLASLt loop) ignores it.
+  // --shapes adds the user's own expert shapes (their model's), with 1, 8 and 32 experts (8 with
+  // --quick): calibration fits one efficiency curve over every shape measured, so the model's own shape
+  // should be among them.
   struct Shape {
-    const char* hidden;
-    const char* ffn;
-    const char* experts;
+    std::string hidden;
+    std::string ffn;
+    std::string experts;
   };
-  const std::vector<Shape> shapes = quick ? std::vector<Shape>{{"7168", "2048", "8"}}
-                                          : std::vector<Shape>{{"7168", "2048", "1,8,32"}, {"4096", "1536", "8,32"}};
+  std::vector<Shape> shapes = quick ? std::vector<Shape>{{"7168", "2048", "8"}}
+                                    : std::vector<Shape>{{"7168", "2048", "1,8,32"}, {"4096", "1536", "8,32"}};
+  for (const auto& [hidden, ffn] : parse_expert_shapes(suite.text("shapes", "")))
+    shapes.push_back({std::to_string(hidden), std::to_string(ffn), quick ? "8" : "1,8,32"});
   const std::vector<std::string> gemm_grid =
       quick ? std::vector<std::string>{"--tokens", "16,64,128,256,512,1024,2048,4096", "--warmup", "2", "--reps", "10"}
             : std::vector<std::string>{"--reps", "30"};

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/host/hw_args.hpp"
@@ -23,9 +24,13 @@ struct SuitePlan {
   std::vector<std::string> skipped;  ///< what is left out and why (printed on stderr)
 };
 
-/// The steps for the suite's own arguments `suite` (--quick, --device, --nccl-timeout-s, --no-verify),
-/// `gpus` GPUs for the multi-GPU parts (fewer than 2: those parts are skipped) and whether FP8 GEMMs
-/// can run (compute capability >= 8.9).
+/// The steps for the suite's own arguments `suite` (--quick, --shapes, --device, --nccl-timeout-s,
+/// --no-verify), `gpus` GPUs for the multi-GPU parts (fewer than 2: those parts are skipped) and whether
+/// FP8 GEMMs can run (compute capability >= 8.9). Throws std::invalid_argument for a bad --shapes.
 SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8);
+
+/// --shapes "6144x2048,5120x1536": (hidden, ffn) pairs, each a positive multiple of 16 (FP8 GEMMs need
+/// it); "" gives none. Throws std::invalid_argument naming the item.
+std::vector<std::pair<int, int>> parse_expert_shapes(const std::string& text);
 
 }  // namespace epsim::hw

@@ -2,7 +2,9 @@
 // FP8 GEMMs only where they can run, a reduced grid with --quick, the suite's options passed on.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/host/hw_commands.hpp"
@@ -85,4 +87,27 @@ TEST_CASE("suite --quick: one GEMM shape, fewer points, fewer repetitions and si
   }
   CHECK(quick.steps[2].args.text("sizes", "") == "64K,1M,16M,256M");
   CHECK(quick.steps[5].args.integers("tokens", {}, 1, 1 << 20) == std::vector<std::int64_t>{512, 4096});
+}
+
+TEST_CASE("suite --shapes adds the model's own expert shapes to both GEMM dtypes, with 1, 8 and 32 experts") {
+  const SuitePlan p = suite_plan(suite_args({"--shapes", "6144x2048,5120x1536"}), 1, true);
+  // The two built-in shapes and the two given, each in BF16 and FP8.
+  CHECK(benches(p) == std::vector<std::string>{"gemm", "gemm", "gemm", "gemm", "gemm", "gemm", "gemm", "gemm",
+                                               "copy", "contention"});
+  CHECK(p.steps[2].args.text("hidden", "") == "6144");
+  CHECK(p.steps[2].args.text("ffn", "") == "2048");
+  CHECK(p.steps[2].args.text("experts", "") == "1,8,32");
+  CHECK(p.steps[3].args.text("hidden", "") == "5120");
+  CHECK(p.steps[6].args.text("dtype", "") == "fp8");
+  CHECK(p.steps[6].args.text("hidden", "") == "6144");
+  CHECK(gemm_points(p) == 2 * (3 * 28 + 2 * 28 + 3 * 28 + 3 * 28));
+  const SuitePlan quick = suite_plan(suite_args({"--quick", "--shapes", "6144x2048"}), 1, true);
+  CHECK(quick.steps[1].args.text("experts", "") == "8");
+
+  CHECK(parse_expert_shapes("").empty());
+  CHECK(parse_expert_shapes("6144x2048") == std::vector<std::pair<int, int>>{{6144, 2048}});
+  for (const char* bad : {"6144", "6144x", "x2048", "6144x2050", "0x2048", "61a4x2048", "6144x2048,"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_expert_shapes(bad), std::invalid_argument);
+  }
 }
