@@ -64,10 +64,11 @@ double time_gemm_choice(GroupedGemm& gemm, const GemmImplChoice& choice, const s
     return time_gemm(gemm, tokens, warmup, reps, s, gate, gate_timed_out);
   }
   gemm.set_impl(GemmImpl::grouped);
-  const GemmImpl first = gemm.impl();  // loop where this cuBLAS refused the grouped call
   const double grouped_us = time_gemm(gemm, tokens, warmup, reps, s, gate, gate_timed_out);
-  if (first == GemmImpl::loop) {
-    *used = first;
+  // Where this cuBLAS refused the grouped call (before or during that timing) the GEMM fell back to the
+  // loop for good: what was timed is the loop, and there is nothing to compare it with.
+  if (gemm.impl() == GemmImpl::loop) {
+    *used = GemmImpl::loop;
     return grouped_us;
   }
   gemm.set_impl(GemmImpl::loop);

@@ -109,17 +109,17 @@ class GroupedGemm {
 
 namespace epsim::hw {
 
-/// Median time in us of `reps` runs of gemm.enqueue(tokens) after `warmup` untimed ones; each run has
-/// its own event pair, enqueued behind `gate` in batches of at most 16 runs and kMaxHeldCalls library
-/// calls (enqueue cost excluded). A batch whose gate gave up is discarded and run again at half its
-/// size; *gate_timed_out is set only when a batch of one run still timed out (its timings then include
-/// enqueue time).
 /// Library calls held behind a spin gate at once. The launches waiting on a held stream fill a queue of
 /// about a thousand entries; once it is full the next launch blocks the host, which then cannot release
 /// the gate, and the spin kernel waits out its timeout (seen on an H200: cuBLASLt FP8, 32 experts,
 /// 10 runs = 640 calls held, 10 s per point). 128 calls leave room for several kernels per call.
 constexpr int kMaxHeldCalls = 128;
 
+/// Median time in us of `reps` runs of gemm.enqueue(tokens) after `warmup` untimed ones; each run has
+/// its own event pair, enqueued behind `gate` in batches of at most 16 runs and kMaxHeldCalls library
+/// calls (enqueue cost excluded). A batch whose gate gave up is discarded and run again at half its
+/// size; *gate_timed_out is set only when a batch of one run still timed out (its timings then include
+/// enqueue time).
 double time_gemm(GroupedGemm& gemm, const std::vector<std::int64_t>& tokens, int warmup, int reps, cudaStream_t s,
                  SpinGate& gate, bool* gate_timed_out);
 

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -13,7 +14,7 @@ namespace epsim {
 
 namespace {
 
-constexpr const char* kGemmNames[] = {"gemm fwd", "gemm dgrad", "gemm wgrad"};
+constexpr std::string_view kGemmNames[] = {"gemm fwd", "gemm dgrad", "gemm wgrad"};
 
 const std::vector<int>& groups_named(const GemmGroupOrder& order, int name) {
   return name == 0 ? order.fwd : name == 1 ? order.dgrad : order.wgrad;
@@ -22,7 +23,7 @@ const std::vector<int>& groups_named(const GemmGroupOrder& order, int name) {
 /// Which of the three names `name` is (exactly, or followed by a group when `named`): 0..2, else -1.
 int gemm_name(const std::string& name, bool named) {
   for (int n = 0; n < 3; ++n) {
-    const std::string base = kGemmNames[n];
+    const std::string_view base = kGemmNames[n];
     if (!named && name == base) return n;
     if (named && name.size() > base.size() && name.compare(0, base.size(), base) == 0 && name[base.size()] == ' ' &&
         names_gemm_group(name))
@@ -51,6 +52,11 @@ std::map<std::pair<int, int>, std::vector<std::size_t>> events_by_name(const std
 
 void name_in_order(std::vector<TimelineEvent>& events, const std::vector<std::size_t>& at, const std::vector<int>& groups) {
   for (std::size_t i = 0; i < at.size(); ++i) events[at[i]].name += " g" + std::to_string(groups[i]);
+}
+
+/// Takes the group off each event's name ("gemm fwd g2" -> "gemm fwd").
+void unname(std::vector<TimelineEvent>& events, const std::vector<std::size_t>& at) {
+  for (std::size_t i : at) events[i].name.erase(events[i].name.rfind(" g"));
 }
 
 }  // namespace
@@ -102,7 +108,10 @@ void name_gemm_groups(const Plan& plan, const std::vector<std::vector<int>>& pre
     const GemmGroupOrder meas_order = gemm_group_order(groups, plan_order);
     for (int n = 0; n < 3; ++n) {
       const std::vector<int>& pred_groups = groups_named(pred_order, n);
-      if (at(pred_at, g, n).size() != pred_groups.size()) continue;
+      if (at(pred_at, g, n).size() != pred_groups.size()) {
+        unname(measured, at(meas_named, g, n));  // both sides unnamed: pairing by occurrence
+        continue;
+      }
       if (at(meas_named, g, n).empty()) {  // measured in the plan's order, as epsim-hw run runs it
         const std::vector<int>& meas_groups = groups_named(meas_order, n);
         if (at(meas_at, g, n).size() != meas_groups.size()) continue;

@@ -30,7 +30,7 @@ bool names_gemm_group(const std::string& name);
 /// order comes from `predicted_forward[gpu]` (LayerResult::forward_gemm_groups); measured events are
 /// taken in the plan's order (epsim-hw run's), unless they already name their group, in which case
 /// they are kept. A GPU and name whose event count differs from its group count on either side is left
-/// unnamed on both, and pairs by occurrence as before.
+/// unnamed on both (a measured group name is taken off), and pairs by occurrence as before.
 void name_gemm_groups(const Plan& plan, const std::vector<std::vector<int>>& predicted_forward,
                       std::vector<TimelineEvent>& predicted, std::vector<TimelineEvent>& measured);
 

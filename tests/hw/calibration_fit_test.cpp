@@ -19,11 +19,16 @@ using namespace epsim;
 
 namespace {
 
-Calibration fit_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name) {
+/// The synthetic set, written and read back as a user's file would be.
+Measurements load_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name) {
   const auto dir = test::scratch_dir(name);
   const std::string path = (dir / "measurements.yaml").string();
   std::ofstream(path) << test::synthetic_measurements_yaml(truth, noise);
-  return fit_measurements({load_measurements(path)}, truth.hw);
+  return load_measurements(path);
+}
+
+Calibration fit_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name) {
+  return fit_measurements({load_synthetic(truth, noise, name)}, truth.hw);
 }
 
 /// |fitted - truth| <= rel * truth.
@@ -109,10 +114,7 @@ TEST_CASE("a local copy loads its GPU's HBM twice per byte: at half a peer copy'
   // simulator's factor is per side of a peer copy. The synthetic points are peer copies with factor 1.6;
   // the same slowdowns from local copies at half the rate are the same HBM load, so the same 1.6.
   const test::CalibrationTruth truth;
-  const auto dir = test::scratch_dir("calib-local-copy");
-  const std::string path = (dir / "measurements.yaml").string();
-  std::ofstream(path) << test::synthetic_measurements_yaml(truth, 0.0);
-  Measurements m = load_measurements(path);
+  Measurements m = load_synthetic(truth, 0.0, "calib-local-copy");
   REQUIRE(!m.gemm_with_copy.empty());
   const Calibration peer = fit_measurements({m}, truth.hw);
   for (auto& p : m.gemm_with_copy) {
