@@ -6,36 +6,78 @@
 // sixth of the engine's time in the EP 1,024 profile (docs/performance.md, "Huge pages"). Blocks of
 // kHugeBlock_bytes or more are therefore aligned to 2 MiB and marked MADV_HUGEPAGE, which the kernel
 // honours where transparent huge pages are set to "madvise" or "always" (Debian's default is
-// madvise) and ignores where they are off. Smaller blocks go to malloc as before.
+// madvise) and ignores where they are off. Smaller blocks go to malloc as before. Over-aligned types
+// (the cache-line flow tables) take the same path.
 //
-// Everything still comes from malloc's family (aligned_alloc here, aligned_alloc in the library's
-// aligned new), so one free() releases any block, whichever way it was made. Linked into the epsim
+// A large block freed with its size (every container frees so) is kept for the next allocation of
+// the same rounded size (block_cache.hpp says why and within which bounds): the next record reuses
+// it without faulting its pages in again.
+//
+// Everything still comes from malloc's family (aligned_alloc, malloc), so one free() releases any
+// block, whichever way it was made. Linked into the epsim
 // executable and the benchmarks only, never into the library or the sanitizer builds (whose runtime
 // replaces operator new to check its use).
 #include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+
+#include "sim/memory/block_cache.hpp"
 
 namespace {
 
 constexpr std::size_t kHugePage_bytes = std::size_t{2} << 20;
 /// Below this a block would waste too much of its last huge page, and is rarely walked at random.
 constexpr std::size_t kHugeBlock_bytes = std::size_t{2} << 20;
+/// What freed large blocks may hold between records: an EP 1,024 layer's largest blocks come to
+/// about 250 MB; beyond the bound the oldest are released.
+constexpr std::size_t kCache_bytes = std::size_t{512} << 20;
+
+std::size_t rounded(std::size_t size) { return (size + kHugePage_bytes - 1) / kHugePage_bytes * kHugePage_bytes; }
+
+// Function-local statics: operator new may run before any other static of this file is built.
+std::mutex& cache_lock() {
+  static std::mutex lock;
+  return lock;
+}
+epsim::BlockCache& cache() {
+  static epsim::BlockCache kept(kCache_bytes);
+  return kept;
+}
 
 void* allocate(std::size_t size) {
   if (size < kHugeBlock_bytes) return std::malloc(size == 0 ? 1 : size);
-  const std::size_t rounded = (size + kHugePage_bytes - 1) / kHugePage_bytes * kHugePage_bytes;
-  void* block = std::aligned_alloc(kHugePage_bytes, rounded);
+  const std::size_t bytes = rounded(size);
+  {
+    const std::lock_guard<std::mutex> hold(cache_lock());
+    if (void* kept = cache().take(bytes).data) return kept;
+  }
+  void* block = std::aligned_alloc(kHugePage_bytes, bytes);
   // Advice only: where the kernel refuses it, the block simply stays on small pages.
-  if (block != nullptr) madvise(block, rounded, MADV_HUGEPAGE);
+  if (block != nullptr) madvise(block, bytes, MADV_HUGEPAGE);
   return block;
 }
 
-}  // namespace
+/// A block freed with its size: a large one is kept for the next allocation of that size. A large
+/// block freed without its size (unsized delete, rare for containers) goes straight back to malloc.
+void release(void* block, std::size_t size) noexcept {
+  if (block == nullptr) return;
+  if (size < kHugeBlock_bytes) {
+    std::free(block);
+    return;
+  }
+  epsim::BlockCache::Block out[epsim::BlockCache::kSlots + 1];
+  int released = 0;
+  {
+    const std::lock_guard<std::mutex> hold(cache_lock());
+    released = cache().put({block, rounded(size)}, out);
+  }
+  for (int i = 0; i < released; ++i) std::free(out[i].data);
+}
 
-void* operator new(std::size_t size) {
+void* allocate_or_throw(std::size_t size) {
   for (;;) {
     if (void* block = allocate(size)) return block;
     const std::new_handler handler = std::get_new_handler();
@@ -44,8 +86,38 @@ void* operator new(std::size_t size) {
   }
 }
 
-void* operator new[](std::size_t size) { return ::operator new(size); }
+}  // namespace
+
+void* operator new(std::size_t size) { return allocate_or_throw(size); }
+void* operator new[](std::size_t size) { return allocate_or_throw(size); }
 void operator delete(void* block) noexcept { std::free(block); }
 void operator delete[](void* block) noexcept { std::free(block); }
-void operator delete(void* block, std::size_t) noexcept { std::free(block); }
-void operator delete[](void* block, std::size_t) noexcept { std::free(block); }
+void operator delete(void* block, std::size_t size) noexcept { release(block, size); }
+void operator delete[](void* block, std::size_t size) noexcept { release(block, size); }
+
+// Over-aligned types (a cache-line-aligned flow table) take the same path: a large block is aligned
+// to 2 MiB, which serves any smaller alignment; a small one comes from aligned_alloc.
+void* operator new(std::size_t size, std::align_val_t align) {
+  const std::size_t a = static_cast<std::size_t>(align);
+  if (size >= kHugeBlock_bytes && a <= kHugePage_bytes) return allocate_or_throw(size);
+  for (;;) {
+    const std::size_t padded = (size + a - 1) / a * a;  // aligned_alloc wants a multiple of the alignment
+    if (void* block = std::aligned_alloc(a, padded == 0 ? a : padded)) return block;
+    const std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+void* operator new[](std::size_t size, std::align_val_t align) { return ::operator new(size, align); }
+void operator delete(void* block, std::align_val_t) noexcept { std::free(block); }
+void operator delete[](void* block, std::align_val_t) noexcept { std::free(block); }
+void operator delete(void* block, std::size_t size, std::align_val_t align) noexcept {
+  if (static_cast<std::size_t>(align) <= kHugePage_bytes) {
+    release(block, size);
+  } else {
+    std::free(block);
+  }
+}
+void operator delete[](void* block, std::size_t size, std::align_val_t align) noexcept {
+  ::operator delete(block, size, align);
+}

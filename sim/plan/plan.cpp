@@ -21,6 +21,13 @@ namespace {
 
 std::string indexed(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
 
+/// An element of one of the plan's lists, named ("routes[12].tokens") only when a defect is found there.
+struct Place {
+  const char* list;
+  std::size_t index;
+  std::string operator+(const char* field) const { return indexed(list, index) + field; }
+};
+
 /// "value V outside [lo, hi)" for an index, "value V outside [lo, hi]" for a bound.
 std::string outside(std::int64_t v, std::int64_t lo, std::int64_t hi, bool half_open) {
   return "value " + std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -48,7 +55,8 @@ std::optional<PlanDefect> find_plan_defect(const Plan& plan, int num_experts, in
   std::int64_t total_tokens = 0;
   for (std::size_t k = 0; k < plan.routes.size(); ++k) {
     const TokenRoute& r = plan.routes[k];
-    const std::string at = indexed("routes", k);
+    // The place is spelled out only for a defect: a wide plan has millions of routes.
+    const Place at{"routes", k};
     if (r.src_rank < 0 || r.src_rank >= gpus)
       return PlanDefect{at + ".src_rank", outside(r.src_rank, 0, gpus, true) + " (num_gpus)"};
     if (r.instance < 0 || r.instance >= inst_count)
@@ -73,7 +81,7 @@ std::optional<PlanDefect> find_plan_defect(const Plan& plan, int num_experts, in
   }
   for (std::size_t k = 0; k < plan.transfers.size(); ++k) {
     const Transfer& t = plan.transfers[k];
-    const std::string at = indexed("transfers", k);
+    const Place at{"transfers", k};
     if (t.instance < 0 || t.instance >= inst_count)
       return PlanDefect{at + ".instance", outside(t.instance, 0, inst_count, true) + " (the plan's instances)"};
     if (t.src_gpu < 0 || t.src_gpu >= gpus)
@@ -101,18 +109,18 @@ std::optional<PlanDefect> find_plan_defect(const Plan& plan, int num_experts, in
   for (std::size_t g = 0; g < plan.gemm_order.size(); ++g) {
     for (std::size_t k = 0; k < plan.gemm_order[g].size(); ++k) {
       const GemmGroup& group = plan.gemm_order[g][k];
-      const std::string at = indexed("gemm_order", g) + "[" + std::to_string(k) + "]";
-      if (group.gpu != static_cast<int>(g)) return PlanDefect{at, "a GEMM group listed under the wrong GPU"};
+      const auto at = [&] { return indexed("gemm_order", g) + "[" + std::to_string(k) + "]"; };
+      if (group.gpu != static_cast<int>(g)) return PlanDefect{at(), "a GEMM group listed under the wrong GPU"};
       for (std::size_t m = 0; m < group.instances.size(); ++m) {
         const int i = group.instances[m];
-        const std::string where = at + "[" + std::to_string(m) + "]";
-        if (i < 0 || i >= inst_count) return PlanDefect{where, outside(i, 0, inst_count, true) + " (the plan's instances)"};
+        const auto where = [&] { return at() + "[" + std::to_string(m) + "]"; };
+        if (i < 0 || i >= inst_count) return PlanDefect{where(), outside(i, 0, inst_count, true) + " (the plan's instances)"};
         if (plan.instances[static_cast<std::size_t>(i)].gpu != static_cast<int>(g))
-          return PlanDefect{where, "instance " + std::to_string(i) + " lives on GPU " +
+          return PlanDefect{where(), "instance " + std::to_string(i) + " lives on GPU " +
                                        std::to_string(plan.instances[static_cast<std::size_t>(i)].gpu) +
                                        ", not on GPU " + std::to_string(g)};
         if (++seen[static_cast<std::size_t>(i)] > 1)
-          return PlanDefect{where, "instance " + std::to_string(i) + " is in a second GEMM group"};
+          return PlanDefect{where(), "instance " + std::to_string(i) + " is in a second GEMM group"};
       }
     }
   }
