@@ -159,7 +159,24 @@ void BM_WideEpLayer(benchmark::State& state) {
   state.counters["rate_changes"] = static_cast<double>(changes);
 }
 
+/// The expected token copies of a wide layer's plan alone (ExchangeFanout: a pass over the plan's
+/// millions of routes and the expectation rule for each (source, GPU or node) leg), the near-uniform
+/// layer of BM_WideEpLayer with per-node copies.
+void BM_ExchangeFanout(benchmark::State& state) {
+  const StaticLayer layer(static_cast<int>(state.range(0)), 2048, [](HardwareSpec&) {});
+  std::size_t legs = 0;
+  for (auto _ : state) {
+    const ExchangeFanout fanout(layer.plan, nullptr, layer.model, layer.hw.ep_backend.token_copies,
+                                layer.hw.gpus_per_node);
+    legs = fanout.gpu_legs(0).size() + fanout.node_legs(0).size();
+    benchmark::DoNotOptimize(legs);
+  }
+  state.counters["legs"] = static_cast<double>(legs);
+}
+
 }  // namespace
+
+BENCHMARK(BM_ExchangeFanout)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_WideEpLayer)
     ->ArgNames({"ep", "counts", "sharing"})
