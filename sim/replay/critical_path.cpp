@@ -65,12 +65,22 @@ int tie_rank(Track track) {
 CriticalPath critical_path(const Timeline& timeline, Pass pass, Time_ps start_ps, Time_ps end_ps) {
   CriticalPath path;
   path.length_ps = std::max<Time_ps>(0, end_ps - start_ps);
-  std::vector<const TimelineEvent*> events;
+  // What the walk reads of each task, copied side by side: sorting pointers into a wide layer's
+  // timeline (half a million events) read an event from memory at every comparison. Tasks that end
+  // at one instant are told apart by the walk's own key below, never by their order here (tasks
+  // equal in all four fields add the same time to the same resource), so the order the sort leaves
+  // them in does not matter.
+  struct Task {
+    Time_ps end_ps;
+    Time_ps start_ps;
+    int gpu;
+    Track track;
+  };
+  std::vector<Task> events;
   for (const TimelineEvent& e : timeline.events)
-    if (e.pass == pass && e.end_ps > e.start_ps && e.end_ps <= end_ps && e.end_ps > start_ps) events.push_back(&e);
-  std::sort(events.begin(), events.end(), [](const TimelineEvent* a, const TimelineEvent* b) {
-    return a->end_ps < b->end_ps;
-  });
+    if (e.pass == pass && e.end_ps > e.start_ps && e.end_ps <= end_ps && e.end_ps > start_ps)
+      events.push_back({e.end_ps, e.start_ps, e.gpu, e.track});
+  std::sort(events.begin(), events.end(), [](const Task& a, const Task& b) { return a.end_ps < b.end_ps; });
 
   auto& wait = path.time_ps[static_cast<std::size_t>(PathResource::wait)];
   Time_ps t = end_ps;
@@ -78,17 +88,17 @@ CriticalPath critical_path(const Timeline& timeline, Pass pass, Time_ps start_ps
   while (t > start_ps) {
     // The last task to end at or before t.
     const auto after = std::upper_bound(events.begin(), events.end(), t,
-                                        [](Time_ps v, const TimelineEvent* e) { return v < e->end_ps; });
+                                        [](Time_ps v, const Task& e) { return v < e.end_ps; });
     if (after == events.begin()) break;
-    const Time_ps latest = (*(after - 1))->end_ps;
-    const TimelineEvent* pick = nullptr;
-    for (auto it = after; it != events.begin() && (*(it - 1))->end_ps == latest; --it) {
-      const TimelineEvent* e = *(it - 1);
+    const Time_ps latest = (after - 1)->end_ps;
+    const Task* pick = nullptr;
+    for (auto it = after; it != events.begin() && (it - 1)->end_ps == latest; --it) {
+      const Task* e = &*(it - 1);
       if (pick == nullptr) {
         pick = e;
         continue;
       }
-      const auto key = [gpu](const TimelineEvent* x) {
+      const auto key = [gpu](const Task* x) {
         return std::make_tuple(x->gpu == gpu ? 0 : 1, tie_rank(x->track), x->gpu, x->start_ps);
       };
       if (key(e) < key(pick)) pick = e;
