@@ -74,20 +74,38 @@ LayerBound oracle_bound(const TraceRecord& record, const HardwareSpec& hw, const
   std::vector<double> leave(static_cast<std::size_t>(n), 0);
   std::vector<bool> used(static_cast<std::size_t>(experts), false);
   std::vector<std::int64_t> row(static_cast<std::size_t>(experts));
+  // How often each value occurs in a row whose counts are small (below), for the selection.
+  std::vector<std::int32_t> of_value;
   for (int s = 0; s < n; ++s) {
     double total = 0;
+    std::int64_t largest = 0;
     for (int e = 0; e < experts; ++e) {
       row[e] = record.count(s, e, experts);
       total += static_cast<double>(row[e]);
+      largest = std::max(largest, row[e]);
       if (row[e] > 0) used[e] = true;
     }
     assignments += total;
-    // The `keep` largest counts stay; which order they come in does not matter (their sum of
-    // integers is exact), so a selection does, not a sort (a sort was 6% of an EP 256 run).
+    // The `keep` largest counts stay. Their sum of integers is exact in any order, so a selection
+    // does, not a sort (a sort was 6% of an EP 256 run). Where no count exceeds a few times the
+    // row's length (near-uniform routing at wide EP: tens of tokens per expert), counting how often
+    // each value occurs selects in two short passes without moving the row (nth_element was 2% of an
+    // EP 1,024 run): the values from the largest down, until `keep` counts are taken.
     const int keep = std::min(bound.slots, experts);
-    std::nth_element(row.begin(), row.begin() + keep, row.end(), std::greater<>());
     double kept = 0;
-    for (int k = 0; k < keep; ++k) kept += static_cast<double>(row[k]);
+    if (largest <= 4 * static_cast<std::int64_t>(experts)) {
+      of_value.assign(static_cast<std::size_t>(largest) + 1, 0);
+      for (int e = 0; e < experts; ++e) ++of_value[static_cast<std::size_t>(row[e])];
+      std::int64_t left = keep;
+      for (std::int64_t v = largest; v > 0 && left > 0; --v) {
+        const std::int64_t take = std::min<std::int64_t>(left, of_value[static_cast<std::size_t>(v)]);
+        kept += static_cast<double>(take * v);
+        left -= take;
+      }
+    } else {
+      std::nth_element(row.begin(), row.begin() + keep, row.end(), std::greater<>());
+      for (int k = 0; k < keep; ++k) kept += static_cast<double>(row[k]);
+    }
     leave[s] = total - kept;
   }
   const int experts_used = static_cast<int>(std::count(used.begin(), used.end(), true));

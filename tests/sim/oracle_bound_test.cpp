@@ -60,6 +60,26 @@ TEST_CASE("the oracle's traffic term: what cannot stay on a GPU whose HBM holds 
   CHECK(halved.backward.total_ps() == 0);
 }
 
+TEST_CASE("the oracle's traffic term keeps each rank's largest counts, small ones counted or large ones selected") {
+  // One expert fits per GPU; what leaves rank 0 is its counts less the largest. Counts up to four
+  // times the experts are selected by counting values, larger ones by a partial sort: both must
+  // keep the same counts, ties included.
+  HardwareSpec hw = test::simple_hardware(1, 2);
+  hw.gpu.bf16_peak_TFLOPs = 1000;
+  hw.gpu.hbm_capacity_GB = 0.0015;  // one 1 MB expert per GPU
+  const ModelSpec model = test::simple_model(2, 1);
+  // Counted: {5, 5} keeps one 5, so 5 x 1000 bytes leave at 0.1 byte/ps: 50,000 ps.
+  const LayerBound small = oracle_bound(record_of({{5, 5}, {0, 1}}), hw, model, 2, {10, 1}, 1, false);
+  CHECK(small.slots == 1);
+  CHECK(small.forward.egress_ps == doctest::Approx(50'000));
+  // Selected: ten times the counts (50 > 4 x 2), ten times the time.
+  const LayerBound large = oracle_bound(record_of({{50, 50}, {0, 10}}), hw, model, 2, {100, 10}, 1, false);
+  CHECK(large.forward.egress_ps == doctest::Approx(500'000));
+  // A zero among the counts is never kept in place of a count: {0, 7} leaves nothing.
+  const LayerBound zero = oracle_bound(record_of({{0, 7}, {3, 0}}), hw, model, 2, {7, 3}, 1, false);
+  CHECK(zero.forward.egress_ps == 0);
+}
+
 TEST_CASE("the oracle's compute term counts each rank's shared expert on its own GPU") {
   HardwareSpec hw = test::simple_hardware(1, 2);
   hw.gpu.bf16_peak_TFLOPs = 1000;
