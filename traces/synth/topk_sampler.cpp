@@ -24,6 +24,40 @@ std::uint32_t first_above(const double* cumulative, std::uint32_t n, double x) {
   return static_cast<std::uint32_t>(base - cumulative) + (*base <= x ? 1u : 0u);
 }
 
+std::vector<std::uint32_t> first_above_guide(const double* cumulative, std::uint32_t n, std::uint32_t buckets) {
+  std::vector<std::uint32_t> guide(buckets);
+  const double total = cumulative[n - 1];
+  // The buckets' lower ends never decrease, so one walk along the sums answers them all.
+  std::uint32_t at = 0;
+  for (std::uint32_t b = 0; b < buckets; ++b) {
+    const double lower = static_cast<double>(b) * total / static_cast<double>(buckets);
+    while (at < n && cumulative[at] <= lower) ++at;
+    guide[b] = at;
+  }
+  return guide;
+}
+
+std::uint32_t guided_first_above(const double* cumulative, std::uint32_t n, const std::vector<std::uint32_t>& guide,
+                                 double scale, double x) {
+  const double position = x * scale;
+  const std::uint32_t last = static_cast<std::uint32_t>(guide.size()) - 1;
+  const std::uint32_t bucket = !(position > 0) ? 0 : position >= static_cast<double>(last) ? last
+                                                                                        : static_cast<std::uint32_t>(position);
+  // The entry answers the bucket's lower end, at or below x, so the answer is the entry or a little
+  // above it: two steps up, without a branch (the draws land at random, and a branch on where a walk
+  // stops was mispredicted about once a draw). Rounding may put x a hair below the bucket's lower end,
+  // and a bucket may hold more sums than two steps pass (zero weights tie sums): then the check below
+  // fails, rarely and so predictably, and the binary search answers.
+  std::uint32_t at = guide[bucket];
+  for (int step = 0; step < 2; ++step) {
+    const std::uint32_t probe = at < n ? at : n - 1;
+    at += static_cast<std::uint32_t>((at < n) & (cumulative[probe] <= x));
+  }
+  const bool below = at < n && cumulative[at] <= x;
+  const bool above = at > 0 && cumulative[at - 1] > x;
+  return below || above ? first_above(cumulative, n, x) : at;
+}
+
 bool group_limited_feasible(const std::vector<double>& weights, std::uint32_t k, std::uint32_t groups,
                             std::uint32_t groups_per_token) {
   assert(groups >= 1 && weights.size() % groups == 0);
@@ -44,6 +78,8 @@ bool group_limited_feasible(const std::vector<double>& weights, std::uint32_t k,
 TopkSampler::TopkSampler(const TopkSampler& other)
     : weights_(other.weights_),
       cumulative_(other.cumulative_),
+      guide_(other.guide_),
+      guide_scale_(other.guide_scale_),
       taken_(other.taken_),
       total_(other.total_),
       k_(other.k_),
@@ -85,6 +121,10 @@ void TopkSampler::reset(const std::vector<double>& weights, std::uint32_t k, std
     if (weights[e] > 0) last_positive_ = static_cast<std::uint32_t>(e);
   }
   total_ = sum;
+  const auto n = static_cast<std::uint32_t>(weights.size());
+  // Two buckets per expert: most draws then land in a bucket whose answer is its entry or the next.
+  guide_ = first_above_guide(cumulative_.data(), n, 2 * n);
+  guide_scale_ = static_cast<double>(2 * n) / total_;
 }
 
 void TopkSampler::sample_in_groups(Xoshiro256ss& rng, std::uint16_t* out) {
@@ -131,7 +171,7 @@ void TopkSampler::sample(Xoshiro256ss& rng, std::uint16_t* out) {
     if (remaining >= 0.5 * total_) {
       for (;;) {
         const double x = rng.uniform() * total_;
-        const std::uint32_t at = first_above(cumulative_.data(), static_cast<std::uint32_t>(n), x);
+        const std::uint32_t at = guided_first_above(cumulative_.data(), static_cast<std::uint32_t>(n), guide_, guide_scale_, x);
         pick = at == n ? last_positive_ : at;
         if (!taken_[pick]) break;
       }
