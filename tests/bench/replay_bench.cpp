@@ -18,9 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "sim/balancers/oracle.hpp"
+#include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
+#include "sim/plan/plan.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/replay/exchange_fanout.hpp"
+#include "sim/replay/layer_metrics.hpp"
 #include "sim/replay/layer_run.hpp"
 #include "sim/replay/sim_context.hpp"
 #include "sim/replay/simulate_layer.hpp"
@@ -174,7 +178,50 @@ void BM_ExchangeFanout(benchmark::State& state) {
   state.counters["legs"] = static_cast<double>(legs);
 }
 
+/// One record as `epsim run` handles it, beyond the engine: static EP's plan and its check, the
+/// layer simulated (local sharing, hops unnamed), the oracle's bound and the layer's metrics, on the
+/// near-uniform wide layer of BM_WideEpLayer. BM_WideEpLayer is the engine's part alone.
+void BM_WideEpRecord(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
+  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
+  hw.engine.bandwidth_sharing = BandwidthSharing::local;
+  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  model.num_experts = 2048;
+  const TraceRecord record = skewed_record(ep, model.num_experts, 4096, model.top_k);
+  const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 4096);
+  std::vector<int> home(static_cast<std::size_t>(model.num_experts));
+  for (int e = 0; e < model.num_experts; ++e) home[static_cast<std::size_t>(e)] = home_gpu(e, model.num_experts, ep, Placement::contiguous);
+  BalancerContext c;
+  c.num_gpus = ep;
+  c.gpus_per_node = hw.gpus_per_node;
+  c.model = &model;
+  c.hardware = &hw;
+  StaticEp balancer;
+  double layer_us = 0;
+  for (auto _ : state) {
+    const Plan plan = balancer.plan(record, c);
+    validate_plan(plan, model.num_experts, hw.gpus_per_node);
+    const LayerResult result = simulate_layer(hw, model, plan, local, true, &record, false);
+    const LayerBound bound = oracle_bound(record, hw, model, ep, local, model.top_k, true);
+    MetricsInput in;
+    in.record = &record;
+    in.num_experts = model.num_experts;
+    in.gpus_per_node = hw.gpus_per_node;
+    in.home_gpu = &home;
+    in.plan = &plan;
+    in.result = &result;
+    in.bound = &bound;
+    const LayerMetrics metrics = compute_layer_metrics(in);
+    layer_us = ps_to_us(result.layer_ps());
+    benchmark::DoNotOptimize(metrics);
+  }
+  state.counters["layer_us"] = layer_us;
+}
+
 }  // namespace
+
+BENCHMARK(BM_WideEpRecord)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_ExchangeFanout)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
