@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 #if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 
 #include "sim/cli/commands.hpp"
@@ -44,14 +43,6 @@ int main(int argc, char** argv) {
   // Ctrl-C, kill or a closed terminal remove what a run was writing; a full disk or a file-size limit
   // is a reported write error, not a silent truncation.
   epsim::SignalCleanup::install();
-#if defined(__GLIBC__)
-  // Every record allocates and frees the same large buffers (flows, routes, the timeline); by default
-  // glibc hands the freed top of the heap back to the system after each record and faults it in again
-  // for the next, a fifth of a 16-record EP 64 replay's time. Keeping up to 256 MB of it (and growing
-  // the heap 64 MB at a time) costs no resident memory until it is used (docs/performance.md).
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_TOP_PAD, 64 << 20);
-#endif
   const std::string command = argv[1];
   if (command == "--version") {
     std::cout << "epsim " << EPSIM_VERSION << "\n";
