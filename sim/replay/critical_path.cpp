@@ -77,6 +77,9 @@ CriticalPath critical_path(const Timeline& timeline, Pass pass, Time_ps start_ps
     Track track;
   };
   std::vector<Task> events;
+  // Room for every event at once: one block of about the same size for every pass of every record,
+  // which the executables' allocator hands back from the last (sim/memory/block_cache.hpp).
+  events.reserve(timeline.events.size());
   for (const TimelineEvent& e : timeline.events)
     if (e.pass == pass && e.end_ps > e.start_ps && e.end_ps <= end_ps && e.end_ps > start_ps)
       events.push_back({e.end_ps, e.start_ps, e.gpu, e.track});
