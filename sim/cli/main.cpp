@@ -3,8 +3,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-#if defined(__GLIBC__)
-#endif
 
 #include "sim/cli/commands.hpp"
 #include "sim/core/input_error.hpp"

@@ -14,9 +14,9 @@
 // it without faulting its pages in again.
 //
 // glibc keeps the freed top of its heap (below). Everything still comes from malloc's family
-// (aligned_alloc, malloc), so one free() releases any block, whichever way it was made. Linked into the epsim
-// executable and the benchmarks only, never into the library or the sanitizer builds (whose runtime
-// replaces operator new to check its use).
+// (aligned_alloc, malloc), so one free() releases any block, whichever way it was made. Linked into
+// the epsim executable and the benchmarks only, never into the library or the sanitizer builds (whose
+// runtime replaces operator new to check its use).
 #include <malloc.h>
 #include <sys/mman.h>
 
@@ -78,9 +78,19 @@ void release(void* block, std::size_t size) noexcept {
   for (int i = 0; i < released; ++i) std::free(out[i].data);
 }
 
-void* allocate_or_throw(std::size_t size) {
+/// A block of `size` bytes aligned to `align` (at most the alignment malloc gives: none asked).
+void* allocate_aligned(std::size_t size, std::size_t align) {
+  // A large block is aligned to 2 MiB, which serves any smaller alignment.
+  if (align <= alignof(std::max_align_t) || (size >= kHugeBlock_bytes && align <= kHugePage_bytes))
+    return allocate(size);
+  const std::size_t padded = (size + align - 1) / align * align;  // aligned_alloc wants a multiple of it
+  return std::aligned_alloc(align, padded == 0 ? align : padded);
+}
+
+/// operator new's contract: the new handler until a block comes, std::bad_alloc when there is none.
+void* allocate_or_throw(std::size_t size, std::size_t align = 0) {
   for (;;) {
-    if (void* block = allocate(size)) return block;
+    if (void* block = allocate_aligned(size, align)) return block;
     const std::new_handler handler = std::get_new_handler();
     if (handler == nullptr) throw std::bad_alloc();
     handler();
@@ -109,20 +119,13 @@ void operator delete[](void* block) noexcept { std::free(block); }
 void operator delete(void* block, std::size_t size) noexcept { release(block, size); }
 void operator delete[](void* block, std::size_t size) noexcept { release(block, size); }
 
-// Over-aligned types (a cache-line-aligned flow table) take the same path: a large block is aligned
-// to 2 MiB, which serves any smaller alignment; a small one comes from aligned_alloc.
+// Over-aligned types (a cache-line-aligned flow table) take the same path (allocate_aligned).
 void* operator new(std::size_t size, std::align_val_t align) {
-  const std::size_t a = static_cast<std::size_t>(align);
-  if (size >= kHugeBlock_bytes && a <= kHugePage_bytes) return allocate_or_throw(size);
-  for (;;) {
-    const std::size_t padded = (size + a - 1) / a * a;  // aligned_alloc wants a multiple of the alignment
-    if (void* block = std::aligned_alloc(a, padded == 0 ? a : padded)) return block;
-    const std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
-    handler();
-  }
+  return allocate_or_throw(size, static_cast<std::size_t>(align));
 }
-void* operator new[](std::size_t size, std::align_val_t align) { return ::operator new(size, align); }
+void* operator new[](std::size_t size, std::align_val_t align) {
+  return allocate_or_throw(size, static_cast<std::size_t>(align));
+}
 void operator delete(void* block, std::align_val_t) noexcept { std::free(block); }
 void operator delete[](void* block, std::align_val_t) noexcept { std::free(block); }
 void operator delete(void* block, std::size_t size, std::align_val_t align) noexcept {

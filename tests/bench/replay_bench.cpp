@@ -77,6 +77,7 @@ TraceRecord lognormal_record(int ranks, int experts, int top_k) {
 struct StaticLayer {
   HardwareSpec hw;
   ModelSpec model;
+  TraceRecord record;
   Plan plan;
   std::vector<std::int64_t> local;
 
@@ -87,14 +88,19 @@ struct StaticLayer {
     adjust(hw);
     hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
     if (experts > 0) model.num_experts = experts;
-    const TraceRecord rec = lognormal ? lognormal_record(ep, model.num_experts, model.top_k)
-                                      : skewed_record(ep, model.num_experts, 4096, model.top_k);
+    record = lognormal ? lognormal_record(ep, model.num_experts, model.top_k)
+                       : skewed_record(ep, model.num_experts, 4096, model.top_k);
+    plan = StaticEp().plan(record, context());
+  }
+
+  /// What a balancer is told of this layer's cluster and model.
+  BalancerContext context() const {
     BalancerContext c;
-    c.num_gpus = ep;
+    c.num_gpus = static_cast<int>(local.size());
     c.gpus_per_node = hw.gpus_per_node;
     c.model = &model;
     c.hardware = &hw;
-    plan = StaticEp().plan(rec, c);
+    return c;
   }
 };
 
@@ -183,24 +189,18 @@ void BM_ExchangeFanout(benchmark::State& state) {
 /// near-uniform wide layer of BM_WideEpLayer. BM_WideEpLayer is the engine's part alone.
 void BM_WideEpRecord(benchmark::State& state) {
   const int ep = static_cast<int>(state.range(0));
-  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
-  ModelSpec model = load_model(std::string(EPSIM_SOURCE_DIR) + "/models/glm5-like-256.yaml");
-  hw.engine.bandwidth_sharing = BandwidthSharing::local;
-  hw.nodes = std::max(hw.nodes, (ep + hw.gpus_per_node - 1) / hw.gpus_per_node);
-  model.num_experts = 2048;
-  const TraceRecord record = skewed_record(ep, model.num_experts, 4096, model.top_k);
-  const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 4096);
+  const StaticLayer layer(ep, 2048, [](HardwareSpec& hw) { hw.engine.bandwidth_sharing = BandwidthSharing::local; });
+  const HardwareSpec& hw = layer.hw;
+  const ModelSpec& model = layer.model;
+  const TraceRecord& record = layer.record;
+  const std::vector<std::int64_t>& local = layer.local;
   std::vector<int> home(static_cast<std::size_t>(model.num_experts));
   for (int e = 0; e < model.num_experts; ++e) home[static_cast<std::size_t>(e)] = home_gpu(e, model.num_experts, ep, Placement::contiguous);
-  BalancerContext c;
-  c.num_gpus = ep;
-  c.gpus_per_node = hw.gpus_per_node;
-  c.model = &model;
-  c.hardware = &hw;
+  const BalancerContext context = layer.context();
   StaticEp balancer;
   double layer_us = 0;
   for (auto _ : state) {
-    const Plan plan = balancer.plan(record, c);
+    const Plan plan = balancer.plan(record, context);
     validate_plan(plan, model.num_experts, hw.gpus_per_node);
     const LayerResult result = simulate_layer(hw, model, plan, local, true, &record, false);
     const LayerBound bound = oracle_bound(record, hw, model, ep, local, model.top_k, true);
