@@ -1,10 +1,11 @@
-// Freed large blocks kept for the next allocation of about the same size (huge_page_new.cpp).
+// Freed large blocks kept for the next allocation of the same rounded size (huge_page_new.cpp).
 //
 // Why: every record of a wide layer allocates the same few hundred MB (hops, flows, messages, the
-// timeline) and frees them at its end. glibc serves blocks that large with mmap (the heap settings of
-// huge_page_new.cpp fix its threshold at 128 KB) and unmaps them on free, so the next record faulted every page in
-// again and the kernel cleared it first: 7% of a 3-record EP 1,024 `epsim run` (docs/performance.md,
-// "Freed large blocks kept"). Kept here, a block is handed out again as it is, on huge pages.
+// timeline) and frees them at its end. glibc serves blocks that large with mmap (the heap settings
+// of huge_page_new.cpp fix its threshold at 128 KB) and unmaps them on free, so the next record
+// faulted every page in again and the kernel cleared it first: 7% of a 3-record EP 1,024 `epsim run`
+// (docs/performance.md, "Freed large blocks kept"). Kept here, a block is handed out again as it
+// is, on huge pages.
 //
 // The cache only decides; it never allocates (it runs inside operator new) and does not lock (its
 // owner does). It holds at most kSlots blocks and `max_bytes` in all: memory that was in use a
