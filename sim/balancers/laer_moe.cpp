@@ -89,16 +89,27 @@ double layout_cost(const double* tokens, const int* layout, int devices, int exp
   std::vector<double> comp(devices, 0.0);
   std::vector<int> node_units(nodes);
   std::vector<double> node_tokens(nodes);
+  // The GPUs holding copies of the expert, ascending, and where each node's begin among them: an
+  // expert has a few copies among many GPUs, and the computation below only visits these.
+  std::vector<int> holders;
+  holders.reserve(devices);
+  std::vector<int> node_first(nodes + 1);
   for (int e = 0; e < experts; ++e) {
     const int* copies = layout + static_cast<std::size_t>(e) * devices;
     const double* row = tokens + static_cast<std::size_t>(e) * devices;
     int all_units = 0;
+    holders.clear();
     for (int node = 0; node < nodes; ++node) {
       int units = 0;
-      for (int g = node * gpus_per_node, last = std::min(devices, g + gpus_per_node); g < last; ++g) units += copies[g];
+      node_first[node] = static_cast<int>(holders.size());
+      for (int g = node * gpus_per_node, last = std::min(devices, g + gpus_per_node); g < last; ++g) {
+        units += copies[g];
+        if (copies[g] > 0) holders.push_back(g);
+      }
       node_units[node] = units;
       all_units += units;
     }
+    node_first[nodes] = static_cast<int>(holders.size());
     if (all_units == 0) continue;
     for (int node = 0; node < nodes; ++node) {
       const int units = node_units[node];
@@ -126,10 +137,13 @@ double layout_cost(const double* tokens, const int* layout, int devices, int exp
       if (t == 0) continue;
       const bool local = node_units[node] > 0;
       const int units = local ? node_units[node] : all_units;
-      const int first = local ? node * gpus_per_node : 0;
-      const int last = local ? std::min(devices, first + gpus_per_node) : devices;
-      for (int g = first; g < last; ++g)
-        if (copies[g] > 0) comp[g] += t * copies[g] / units * cost.comp_s_per_token;
+      // Each GPU's sum takes its terms in the same order as a loop over every GPU would.
+      const int first = local ? node_first[node] : 0;
+      const int last = local ? node_first[node + 1] : node_first[nodes];
+      for (int i = first; i < last; ++i) {
+        const int g = holders[i];
+        comp[g] += t * copies[g] / units * cost.comp_s_per_token;
+      }
     }
   }
   const double max_comp = devices > 0 ? *std::max_element(comp.begin(), comp.end()) : 0.0;
@@ -273,11 +287,16 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   const bool had_layout = !state.layout.empty();
   bool replanned = false;
   if (state.records_seen > 0 && state.records_seen % params_.period == 0) {
+    // Expert by expert, eight sources at a time: each pass writes one cache line of tokens_ per
+    // expert while the eight sources' rows of the sum stay in the first-level cache.
     tokens_.resize(cells);
-    for (int s = 0; s < n; ++s)
+    for (int s0 = 0; s0 < n; s0 += 8) {
+      const int s1 = std::min(n, s0 + 8);
       for (int e = 0; e < experts; ++e)
-        tokens_[static_cast<std::size_t>(e) * n + s] =
-            static_cast<double>(state.history_sum[static_cast<std::size_t>(s) * experts + e]);
+        for (int s = s0; s < s1; ++s)
+          tokens_[static_cast<std::size_t>(e) * n + s] =
+              static_cast<double>(state.history_sum[static_cast<std::size_t>(s) * experts + e]);
+    }
     LaerCostModel cost;
     cost.token_bytes = static_cast<double>(context.model->token_bytes());
     cost.comp_s_per_token = params_.comp_us_per_token > 0 ? params_.comp_us_per_token * 1e-6
@@ -383,7 +402,8 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
         *transfer++ = {TransferKind::weights, PassKind::forward, inst, h, g, weight_shard_[h], Carrier::ep_backend,
                        TransferStart::prefetch};
       if (reduce && grad_shard_[h] > 0)
-        *transfer++ = {TransferKind::gradients, PassKind::backward, inst, g, h, grad_shard_[h], Carrier::ep_backend};
+        *transfer++ = {TransferKind::gradients, PassKind::backward, inst, g, h, grad_shard_[h], Carrier::ep_backend,
+                       TransferStart::after_dispatch};
     }
   }
 
@@ -391,22 +411,31 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   // or over all copies when its node has none. The targets depend only on (node, expert): listed
   // once, in `target_gpu_` / `target_copies_` from offset `target_first_[node * E + e]`, with their
   // copies' sum in `target_units`.
+  // The GPUs holding e, ascending, are listed first (holder_gpu_ from holder_first_[e]): most
+  // (node, expert) pairs have no copy in the node, and each of them would otherwise scan every GPU.
   const int nodes = (n + gpn - 1) / gpn;
+  holder_first_.assign(static_cast<std::size_t>(experts) + 1, 0);
+  holder_gpu_.clear();
+  for (int e = 0; e < experts; ++e) {
+    for (int g = 0; g < n; ++g)
+      if (copies_at(e, g) != 0) holder_gpu_.push_back(g);
+    holder_first_[static_cast<std::size_t>(e) + 1] = static_cast<int>(holder_gpu_.size());
+  }
   target_first_.assign(static_cast<std::size_t>(nodes) * experts + 1, 0);
   target_gpu_.clear();
   target_copies_.clear();
   std::vector<int> target_units(static_cast<std::size_t>(nodes) * experts, 0);
   for (int node = 0; node < nodes; ++node) {
-    const int first = node * gpn;
-    const int last = std::min(n, first + gpn);
     for (int e = 0; e < experts; ++e) {
+      const int* first = holder_gpu_.data() + holder_first_[e];
+      const int* last = holder_gpu_.data() + holder_first_[static_cast<std::size_t>(e) + 1];
       const std::size_t begin = target_gpu_.size();
       int units = 0;
-      for (int g = first; g < last; ++g)
-        if (const int c = copies_at(e, g)) target_gpu_.push_back(g), target_copies_.push_back(c), units += c;
+      for (const int* g = first; g != last; ++g)
+        if (*g / gpn == node) target_gpu_.push_back(*g), target_copies_.push_back(copies_at(e, *g)), units += copies_at(e, *g);
       if (target_gpu_.size() == begin)
-        for (int g = 0; g < n; ++g)
-          if (const int c = copies_at(e, g)) target_gpu_.push_back(g), target_copies_.push_back(c), units += c;
+        for (const int* g = first; g != last; ++g)
+          target_gpu_.push_back(*g), target_copies_.push_back(copies_at(e, *g)), units += copies_at(e, *g);
       target_first_[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu_.size());
       target_units[static_cast<std::size_t>(node) * experts + e] = units;
     }
@@ -426,21 +455,22 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     const std::size_t row = static_cast<std::size_t>(s / gpn) * experts;
     const std::uint32_t* counts_row = record.counts.data() + static_cast<std::size_t>(s) * experts;
     for (int e = 0; e < experts; ++e) {
-      const std::int64_t c = counts_row[e];
+      const std::uint32_t c = counts_row[e];
       if (c == 0) continue;
       // Every copy unit gets c / W tokens, and the c % W left over go one each to the units from
       // position s mod W on, so that different sources leave their remainders on different copies.
+      // (Counts and W fit in 32 bits, whose division is the faster one.)
       const int begin = target_first_[row + e];
       const int end = target_first_[row + e + 1];
-      const int total = target_units[row + e];
+      const auto total = static_cast<std::uint32_t>(target_units[row + e]);
       const std::int64_t base = c / total;
       const std::int64_t rem = c % total;
-      const int rotation = s % total;
+      const int rotation = static_cast<int>(static_cast<std::uint32_t>(s) % total);
       int unit = 0;
       for (int i = begin; i < end; ++i) {
         std::int64_t share = 0;
         for (int k = 0; k < target_copies_[i]; ++k, ++unit) {
-          const int from_rotation = unit >= rotation ? unit - rotation : unit - rotation + total;
+          const int from_rotation = unit >= rotation ? unit - rotation : unit - rotation + static_cast<int>(total);
           share += base + (from_rotation < rem ? 1 : 0);
         }
         if (share == 0) continue;

@@ -104,6 +104,7 @@ class LaerMoe : public Balancer {
   std::vector<double> tokens_;        ///< the window's counts, expert by expert: [e * N + s]
   std::vector<int> layout_before_;    ///< the layout replaced by this record's re-plan
   std::vector<int> instance_of_;      ///< [e * N + g]: the plan's instance of e on g, or -1
+  std::vector<int> holder_first_, holder_gpu_;  ///< the GPUs holding each expert (plan()'s scratch)
   std::vector<int> target_first_, target_gpu_, target_copies_;
   std::vector<std::int64_t> weight_shard_, grad_shard_;
 };

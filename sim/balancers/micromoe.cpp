@@ -67,25 +67,36 @@ std::vector<std::vector<int>> micromoe_replica_layout(int num_experts, int num_g
 
 namespace {
 
+/// An empty schedule: the columns of `gpus_of`'s instances, every row zero.
+MicroMoeSchedule empty_schedule(int n, const std::vector<std::vector<int>>& gpus_of) {
+  MicroMoeSchedule result;
+  result.first_column.resize(gpus_of.size() + 1);
+  result.first_column[0] = 0;
+  for (std::size_t e = 0; e < gpus_of.size(); ++e)
+    result.first_column[e + 1] = result.first_column[e] + static_cast<int>(gpus_of[e].size());
+  result.split.assign(static_cast<std::size_t>(n) * result.columns(), 0);
+  return result;
+}
+
 /// The flow solver: loads per expert, the exact integer min-max, then each expert's totals by source.
 MicroMoeSchedule schedule_by_flow(const TraceRecord& record, int n, int experts, int gpus_per_node,
                                   const std::vector<std::vector<int>>& gpus_of) {
-  MicroMoeSchedule result;
-  result.split.resize(static_cast<std::size_t>(n) * experts);
+  MicroMoeSchedule result = empty_schedule(n, gpus_of);
   std::vector<std::int64_t> loads(experts, 0);
   for (int s = 0; s < n; ++s)
     for (int e = 0; e < experts; ++e) loads[e] += record.count(s, e, experts);
-  const ReplicaBalance balance = micromoe_balance_over_replicas(loads, gpus_of, n);
+  ReplicaBalance balance = micromoe_balance_over_replicas(loads, gpus_of, n);
   result.lp_max_load = static_cast<double>(balance.max_load);
+  const std::size_t stride = static_cast<std::size_t>(result.columns());
   std::vector<std::int64_t> counts(n);
   for (int e = 0; e < experts; ++e) {
-    for (int s = 0; s < n; ++s) counts[s] = record.count(s, e, experts);
+    std::int64_t* column = result.split.data() + result.first_column[e];
     if (gpus_of[e].size() == 1) {
-      for (int s = 0; s < n; ++s) result.split[static_cast<std::size_t>(s) * experts + e] = {counts[s]};
+      for (int s = 0; s < n; ++s) column[s * stride] = record.count(s, e, experts);
       continue;
     }
-    auto split = micromoe_split_by_source(counts, gpus_of[e], balance.per_instance[e], gpus_per_node);
-    for (int s = 0; s < n; ++s) result.split[static_cast<std::size_t>(s) * experts + e] = std::move(split[s]);
+    for (int s = 0; s < n; ++s) counts[s] = record.count(s, e, experts);
+    micromoe_split_by_source(counts, gpus_of[e], balance.per_instance[e], gpus_per_node, column, stride);
   }
   return result;
 }
@@ -95,8 +106,7 @@ MicroMoeSchedule schedule_by_lp(const TraceRecord& record, int num_gpus, int num
                                 const std::vector<std::vector<int>>& gpus_of, const MicroMoeParams& params) {
   const int n = num_gpus;
   const int experts = num_experts;
-  MicroMoeSchedule result;
-  result.split.resize(static_cast<std::size_t>(n) * experts);
+  MicroMoeSchedule result = empty_schedule(n, gpus_of);
   LpSolver lp;
   const int z = lp.add_column(0, LpSolver::kInf, 1.0);
   std::vector<double> fixed(n, 0.0);  // tokens with a single instance: constants, not variables
@@ -107,10 +117,9 @@ MicroMoeSchedule schedule_by_lp(const TraceRecord& record, int num_gpus, int num
       const std::size_t p = static_cast<std::size_t>(s) * experts + e;
       const std::int64_t c = record.count(s, e, experts);
       const std::vector<int>& gpus = gpus_of[e];
-      result.split[p].assign(gpus.size(), 0);
       if (c == 0) continue;
       if (gpus.size() == 1) {
-        result.split[p][0] = c;
+        result.row(s)[result.first_column[e]] = c;
         fixed[gpus[0]] += static_cast<double>(c);
         continue;
       }
@@ -152,7 +161,8 @@ MicroMoeSchedule schedule_by_lp(const TraceRecord& record, int num_gpus, int num
     for (int col : column[p]) share.push_back(lp.value(col));
     const int s = static_cast<int>(p / experts);
     const int e = static_cast<int>(p % experts);
-    result.split[p] = round_shares(share, record.count(s, e, experts));
+    const std::vector<std::int64_t> tokens = round_shares(share, record.count(s, e, experts));
+    std::copy(tokens.begin(), tokens.end(), result.row(s) + result.first_column[e]);
   }
   return result;
 }
@@ -202,14 +212,25 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     }
   }
   const MicroMoeSchedule schedule = micromoe_schedule(record, n, experts, context.gpus_per_node, gpus_of, params_);
+  // Each column's GPU and instance, so that a row is read straight through; the routes are counted,
+  // then written in place.
+  const int columns = schedule.columns();
+  std::vector<int> column_gpu(columns);
+  std::vector<int> column_instance(columns);
+  for (int e = 0; e < experts; ++e)
+    for (std::size_t r = 0; r < gpus_of[e].size(); ++r) {
+      column_gpu[schedule.first_column[e] + r] = gpus_of[e][r];
+      column_instance[schedule.first_column[e] + r] = instance_of[e][r];
+    }
+  std::size_t routes = 0;
+  for (const std::int64_t tokens : schedule.split) routes += tokens != 0 ? 1 : 0;
+  plan.routes.resize(routes);
+  TokenRoute* route = plan.routes.data();
   for (int s = 0; s < n; ++s) {
-    for (int e = 0; e < experts; ++e) {
-      const std::vector<std::int64_t>& split = schedule.split[static_cast<std::size_t>(s) * experts + e];
-      for (std::size_t r = 0; r < split.size(); ++r) {
-        if (split[r] == 0) continue;
-        const int g = gpus_of[e][r];
-        plan.routes.push_back({s, instance_of[e][r], split[r], g == s ? Carrier::none : Carrier::ep_backend, -1, 0});
-      }
+    const std::int64_t* row = schedule.row(s);
+    for (int c = 0; c < columns; ++c) {
+      if (row[c] == 0) continue;
+      *route++ = {s, column_instance[c], row[c], column_gpu[c] == s ? Carrier::none : Carrier::ep_backend, -1, 0};
     }
   }
   // Synchronisation, once per optimizer step, charged in the record of the step's first micro-batch:
@@ -230,7 +251,7 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home, g, weight_bytes,
                                 Carrier::ep_backend, TransferStart::before_dispatch});
       plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend});
+          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend, TransferStart::after_dispatch});
     }
   }
   return plan;

@@ -51,11 +51,19 @@ int micromoe_redundant_per_gpu(const MicroMoeParams& params, int num_experts, in
 std::vector<std::vector<int>> micromoe_replica_layout(int num_experts, int num_gpus, int redundant_per_gpu,
                                                       Placement placement);
 
-/// The schedule of one micro-batch: `split[s * E + e][r]` = tokens of c[s][e] computed by the r-th
-/// instance of e (instance GPUs as in `gpus_of[e]`, the home first).
+/// The schedule of one micro-batch, one row of instance columns per source: the r-th instance of e
+/// (instance GPUs as in `gpus_of[e]`, the home first) is column first_column[e] + r, and
+/// tokens(s, column) is how many of c[s][e] it computes. One block for all rows: a wide EP degree has
+/// tens of thousands of (source, expert) pairs, each with a handful of instances.
 struct MicroMoeSchedule {
   double lp_max_load = 0;  ///< z at the optimum (flow: whole tokens; lp: the LP's, before rounding)
-  std::vector<std::vector<std::int64_t>> split;
+  std::vector<int> first_column;      ///< E + 1 entries, the last one the number of columns
+  std::vector<std::int64_t> split;    ///< row-major sources x columns
+
+  int columns() const { return first_column.empty() ? 0 : first_column.back(); }
+  /// Source s's row: its column first_column[e] + r is the r-th instance of e.
+  const std::int64_t* row(int s) const { return split.data() + static_cast<std::size_t>(s) * columns(); }
+  std::int64_t* row(int s) { return split.data() + static_cast<std::size_t>(s) * columns(); }
 };
 
 /// Schedules one micro-batch with `params.solver`. flow: the exact integer optimum, then each expert's

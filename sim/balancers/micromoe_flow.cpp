@@ -206,31 +206,56 @@ ReplicaBalance micromoe_balance_over_replicas(const std::vector<std::int64_t>& l
   return result;
 }
 
-std::vector<std::vector<std::int64_t>> micromoe_split_by_source(const std::vector<std::int64_t>& counts,
-                                                                const std::vector<int>& gpus,
-                                                                std::vector<std::int64_t> totals,
-                                                                int gpus_per_node) {
+void micromoe_split_by_source(const std::vector<std::int64_t>& counts, const std::vector<int>& gpus,
+                              std::vector<std::int64_t>& totals, int gpus_per_node, std::int64_t* split,
+                              std::size_t stride) {
   const int sources = static_cast<int>(counts.size());
   const std::size_t k = gpus.size();
-  std::vector<std::vector<std::int64_t>> split(sources, std::vector<std::int64_t>(k, 0));
+  for (int s = 0; s < sources; ++s) std::fill_n(split + static_cast<std::size_t>(s) * stride, k, 0);
   std::vector<std::int64_t> left = counts;
-  // Level 0: the source's own GPU; 1: its node; 2: anywhere.
-  for (int level = 0; level < 3; ++level) {
-    for (int s = 0; s < sources; ++s) {
-      for (std::size_t r = 0; r < k && left[s] > 0; ++r) {
-        const int g = gpus[r];
-        const bool fits = level == 2 || (level == 1 ? g / gpus_per_node == s / gpus_per_node : g == s);
-        if (!fits || totals[r] == 0) continue;
-        const std::int64_t take = std::min(left[s], totals[r]);
-        split[s][r] += take;
-        left[s] -= take;
-        totals[r] -= take;
+  const auto give = [&](int s, std::size_t r) {
+    const std::int64_t take = std::min(left[s], totals[r]);
+    split[static_cast<std::size_t>(s) * stride + r] += take;
+    left[s] -= take;
+    totals[r] -= take;
+  };
+  // Sources [from, to) in order, each over `list`'s instances in order. An instance a source passes
+  // is left empty (or the source is), so the instances before the first non-empty one stay empty
+  // and every source starts there: one step per source plus one per instance, the same takes as
+  // trying every instance for every source.
+  std::vector<std::size_t> list;
+  const auto fill = [&](int from, int to) {
+    std::size_t i = 0;
+    for (int s = from; s < to; ++s) {
+      while (left[s] > 0) {
+        while (i < list.size() && totals[list[i]] == 0) ++i;
+        if (i == list.size()) return;
+        give(s, list[i]);
       }
     }
+  };
+  // Level 0, the source's own GPU: instances are on distinct GPUs, so each source has at most one
+  // and each instance one source.
+  for (std::size_t r = 0; r < k; ++r)
+    if (gpus[r] < sources && left[gpus[r]] > 0 && totals[r] > 0) give(gpus[r], r);
+  // Level 1, the source's node: the sources of one node take only from its instances, so each node
+  // is filled on its own, its sources in order.
+  for (std::size_t r = 0; r < k; ++r) {
+    const int node = gpus[r] / gpus_per_node;
+    bool seen = false;
+    for (std::size_t q = 0; q < r && !seen; ++q) seen = gpus[q] / gpus_per_node == node;
+    if (seen) continue;
+    list.clear();
+    for (std::size_t q = r; q < k; ++q)
+      if (gpus[q] / gpus_per_node == node) list.push_back(q);
+    fill(node * gpus_per_node, std::min(sources, (node + 1) * gpus_per_node));
   }
+  // Level 2: every source, every instance.
+  list.resize(k);
+  for (std::size_t r = 0; r < k; ++r) list[r] = r;
+  fill(0, sources);
   for (std::int64_t l : left)
     if (l != 0) throw std::logic_error("micromoe: instance totals do not cover the counts");
-  return split;
 }
 
 }  // namespace epsim

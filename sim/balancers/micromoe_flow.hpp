@@ -10,6 +10,7 @@
 // GPU < same node < another node), which filling the cheapest level first solves exactly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -29,12 +30,13 @@ ReplicaBalance micromoe_balance_over_replicas(const std::vector<std::int64_t>& l
                                               const std::vector<std::vector<int>>& gpus_of, int num_gpus);
 
 /// Splits expert e's per-source counts `counts[s]` over its instances on `gpus` with totals `totals`
-/// (which sum to the counts' sum): first each source's tokens to an instance on its own GPU, then to
-/// instances in its node, then to the rest, each level in source then instance order. Returns
-/// split[s][r]. This is a minimum-cost transport for the cost 0 / 1 / w (w >= 1) of those levels.
-std::vector<std::vector<std::int64_t>> micromoe_split_by_source(const std::vector<std::int64_t>& counts,
-                                                                const std::vector<int>& gpus,
-                                                                std::vector<std::int64_t> totals,
-                                                                int gpus_per_node);
+/// (which sum to the counts' sum, and are used up): first each source's tokens to an instance on its
+/// own GPU, then to instances in its node, then to the rest, each level in source then instance
+/// order. Writes split[s * stride + r] for every source s and instance r < gpus.size(); the rest of
+/// each row is left as it was. This is a minimum-cost transport for the cost 0 / 1 / w (w >= 1) of
+/// those levels. Throws std::logic_error when the totals do not cover the counts.
+void micromoe_split_by_source(const std::vector<std::int64_t>& counts, const std::vector<int>& gpus,
+                              std::vector<std::int64_t>& totals, int gpus_per_node, std::int64_t* split,
+                              std::size_t stride);
 
 }  // namespace epsim

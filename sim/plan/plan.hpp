@@ -110,16 +110,26 @@ enum class TransferStart {
 /// or restored before the backward), or its weight gradients back to the owner (backward). On the EP
 /// backend a pass's transfers of one start form one collective (like FasterMoE's broadcast / reduce)
 /// whose kernels hold SMs; TransferStart says where it runs.
+///
+/// A trivial type, like TokenRoute and for the same reason: LAER-MoE's FSEP plans hold 2 (N - 1)
+/// transfers per instance (32,256 at EP 64), written in place (Transfers). A brace list that leaves
+/// out the last fields zeroes them, and zero is the first value of every field's enum: a transfer of
+/// weights, in the forward, on the EP backend, after the dispatch.
 struct Transfer {
-  TransferKind kind = TransferKind::weights;
-  PassKind pass = PassKind::forward;
-  int instance = 0;  ///< the instance the bytes serve
-  int src_gpu = 0;
-  int dst_gpu = 0;
-  std::int64_t bytes = 0;
-  Carrier carrier = Carrier::ep_backend;
-  TransferStart start = TransferStart::after_dispatch;
+  TransferKind kind;
+  PassKind pass;
+  int instance;  ///< the instance the bytes serve
+  int src_gpu;
+  int dst_gpu;
+  std::int64_t bytes;
+  Carrier carrier;
+  TransferStart start;
 };
+static_assert(std::is_trivial_v<Transfer>, "Transfer stays trivial (see its comment)");
+
+/// A plan's transfers. Growing it leaves the new ones unwritten (DefaultInitAllocator), as TokenRoutes
+/// does: whoever grows it with resize(n) writes every field of every new transfer.
+using Transfers = std::vector<Transfer, DefaultInitAllocator<Transfer>>;
 
 /// A grouped GEMM: instances on one GPU computed by one kernel. Each GPU runs its groups in order,
 /// except that a group marked `on_arrival` is launched at the first kernel boundary after its inputs
@@ -170,7 +180,7 @@ struct Plan {
   /// dispatch stages 0..K-1, gradient combine stages 0..K-1, the EP gradients (after_dispatch).
   int exchange_stages = 1;
   std::vector<ExpertInstance> instances;
-  std::vector<Transfer> transfers;
+  Transfers transfers;
   /// Per GPU, its grouped GEMMs in execution order (forward; backward runs the backward_first groups'
   /// data- and weight-gradient GEMMs, then each other group's data-gradient GEMM in the same order,
   /// then their weight-gradient GEMMs).

@@ -153,7 +153,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
                               in.choice<PassKind>(t, "pass", at, kPasses), in.small(t, "instance", at, 0),
                               in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
                               in.integer(t, "bytes", at, 0, kMaxPlanBytes),
-                              in.choice<Carrier>(t, "carrier", at, kCarriers)});
+                              in.choice<Carrier>(t, "carrier", at, kCarriers), TransferStart::after_dispatch});
     // "start" came with the third transfer timing; plans written before it leave after the dispatch.
     if (t.is_object() && t.contains("start"))
       plan.transfers.back().start = in.choice<TransferStart>(t, "start", at, kTransferStarts);

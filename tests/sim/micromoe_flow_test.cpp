@@ -91,9 +91,57 @@ TEST_CASE("micromoe split by source fills own GPU, then node, then other nodes")
   // 4 GPUs in 2 nodes of 2; an expert with instances on GPUs 0 and 3, totals 60 and 40.
   // Sources: 0: 20, 1: 30, 2: 10, 3: 40. Own: s0 -> GPU 0 (20), s3 -> GPU 3 (40, GPU 3 full).
   // Node: s1 -> GPU 0 (30, GPU 0 at 50), s2 -> GPU 3 (full). Rest: s2 -> GPU 0 (10).
-  const auto split = micromoe_split_by_source({20, 30, 10, 40}, {0, 3}, {60, 40}, 2);
-  CHECK(split == std::vector<std::vector<std::int64_t>>{{20, 0}, {30, 0}, {10, 0}, {0, 40}});
-  CHECK_THROWS_AS(micromoe_split_by_source({5}, {0}, {4}, 2), std::logic_error);
+  // The rows are 3 wide: the expert's 2 columns start at column 1, and column 0 is left alone.
+  std::vector<std::int64_t> totals{60, 40};
+  std::vector<std::int64_t> split(12, -1);
+  micromoe_split_by_source({20, 30, 10, 40}, {0, 3}, totals, 2, split.data() + 1, 3);
+  CHECK(split == std::vector<std::int64_t>{-1, 20, 0, -1, 30, 0, -1, 10, 0, -1, 0, 40});
+  CHECK(totals == std::vector<std::int64_t>{0, 0});
+  std::vector<std::int64_t> short_totals{4};
+  std::int64_t one = 0;
+  CHECK_THROWS_AS(micromoe_split_by_source({5}, {0}, short_totals, 2, &one, 1), std::logic_error);
+}
+
+TEST_CASE("micromoe split by source matches every source trying every instance, level by level") {
+  // The definition written out: for each level, each source in order tries each instance in order.
+  const auto plain = [](const std::vector<std::int64_t>& counts, const std::vector<int>& gpus,
+                        std::vector<std::int64_t> totals, int per_node) {
+    std::vector<std::int64_t> split(counts.size() * gpus.size(), 0);
+    std::vector<std::int64_t> left = counts;
+    for (int level = 0; level < 3; ++level)
+      for (std::size_t s = 0; s < counts.size(); ++s)
+        for (std::size_t r = 0; r < gpus.size() && left[s] > 0; ++r) {
+          const int g = gpus[r];
+          const int src = static_cast<int>(s);
+          const bool fits = level == 2 || (level == 1 ? g / per_node == src / per_node : g == src);
+          if (!fits || totals[r] == 0) continue;
+          const std::int64_t take = std::min(left[s], totals[r]);
+          split[s * gpus.size() + r] += take;
+          left[s] -= take;
+          totals[r] -= take;
+        }
+    return split;
+  };
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int per_node = 1 + static_cast<int>(rng() % 8);
+    const int sources = 1 + static_cast<int>(rng() % 40);
+    const std::size_t k = 1 + rng() % std::min<std::uint32_t>(6, static_cast<std::uint32_t>(sources));
+    std::vector<int> all(sources);
+    for (int g = 0; g < sources; ++g) all[g] = g;
+    std::shuffle(all.begin(), all.end(), rng);
+    const std::vector<int> gpus(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+    std::vector<std::int64_t> counts(sources);
+    std::int64_t sum = 0;
+    for (std::int64_t& c : counts) sum += (c = rng() % 3 == 0 ? 0 : rng() % 50);
+    // Random totals that add up to the counts' sum, some of them 0.
+    std::vector<std::int64_t> totals(k, 0);
+    for (std::int64_t t = 0; t < sum; ++t) ++totals[rng() % (trial % 2 == 0 ? k : (k + 1) / 2)];
+    std::vector<std::int64_t> split(counts.size() * k, 0);
+    std::vector<std::int64_t> used = totals;
+    micromoe_split_by_source(counts, gpus, used, per_node, split.data(), k);
+    CHECK(split == plain(counts, gpus, totals, per_node));
+  }
 }
 
 TEST_CASE("micromoe flow optimum is the LP optimum rounded up, on random counts and layouts") {
