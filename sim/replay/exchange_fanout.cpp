@@ -145,30 +145,57 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   for (std::size_t i = 0; i < plan.instances.size(); ++i)
     group_of[i] = std::min(groups - 1, plan.instances[i].expert / group_size);
 
+  // Assignments are whole tokens and a plan holds fewer than 2^40 of them (kMaxPlanTokens), so every
+  // sum below is taken in 64-bit integers: exact, as the sums of doubles they replace were (each
+  // partial sum below 2^53), so the same values, without a floating-point add's latency on every
+  // route of a chain that adds to one place.
   // Each source's assignments in all (its tokens) and per group.
-  std::vector<double> slots(static_cast<std::size_t>(n), 0.0);
-  std::vector<double> group_slots(static_cast<std::size_t>(n) * groups, 0.0);
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(n), 0);
+  std::vector<std::int64_t> group_slots(static_cast<std::size_t>(n) * groups, 0);
+  // With one group, a source's group total is its total, and is not kept twice.
   const auto add_slots = [&](const TokenRoute& r) {
-    const double a = static_cast<double>(r.tokens);
-    slots[static_cast<std::size_t>(r.src_rank)] += a;
-    group_slots[static_cast<std::size_t>(r.src_rank) * groups + group_of[static_cast<std::size_t>(r.instance)]] += a;
+    slots[static_cast<std::size_t>(r.src_rank)] += r.tokens;
+    if (groups > 1)
+      group_slots[static_cast<std::size_t>(r.src_rank) * groups + group_of[static_cast<std::size_t>(r.instance)]] += r.tokens;
   };
-  // One source's assignments per (target, group), summed in plan order; `touched` lists the entries
-  // in use (every assignment is positive), to read them in (target, group) order and clear them.
+  // One source's assignments per (target, group); `touched` lists the entries in use (every
+  // assignment is positive), to read them in (target, group) order and clear them. Consecutive
+  // routes to one entry (a source's routes run in instance order, so mostly target by target) are
+  // summed in `run` first and added once.
   struct Accumulator {
-    std::vector<double> assigned;
+    std::vector<std::int64_t> assigned;
     std::vector<int> touched;
-    void add(int entry, double a) {
-      if (assigned[static_cast<std::size_t>(entry)] == 0) touched.push_back(entry);
-      assigned[static_cast<std::size_t>(entry)] += a;
+    int run_entry = -1;
+    std::int64_t run = 0;
+    void add(int entry, std::int64_t a) {
+      if (entry == run_entry) {
+        run += a;
+        return;
+      }
+      flush();
+      run_entry = entry;
+      run = a;
+    }
+    /// Back to empty, the source being read dropped.
+    void reset() {
+      for (const int entry : touched) assigned[static_cast<std::size_t>(entry)] = 0;
+      if (run_entry >= 0) assigned[static_cast<std::size_t>(run_entry)] = 0;
+      touched.clear();
+      run_entry = -1;
+    }
+    void flush() {
+      if (run_entry < 0) return;
+      if (assigned[static_cast<std::size_t>(run_entry)] == 0) touched.push_back(run_entry);
+      assigned[static_cast<std::size_t>(run_entry)] += run;
+      run_entry = -1;
     }
   };
-  Accumulator gpu{std::vector<double>(static_cast<std::size_t>(n) * groups, 0.0), {}};
-  Accumulator node{std::vector<double>(static_cast<std::size_t>(nodes) * groups, 0.0), {}};
+  Accumulator gpu{std::vector<std::int64_t>(static_cast<std::size_t>(n) * groups, 0), {}};
+  Accumulator node{std::vector<std::int64_t>(static_cast<std::size_t>(nodes) * groups, 0), {}};
   // Each GPU's node, looked up rather than divided for: a wide plan has millions of legs.
   std::vector<int> node_of(static_cast<std::size_t>(n));
   for (int g = 0; g < n; ++g) node_of[static_cast<std::size_t>(g)] = g / gpus_per_node_;
-  const auto add_leg = [&](int s, int target, int group, double a) {
+  const auto add_leg = [&](int s, int target, int group, std::int64_t a) {
     gpu.add(target * groups + group, a);
     const int target_node = node_of[static_cast<std::size_t>(target)];
     if (by_node && target_node != node_of[static_cast<std::size_t>(s)]) node.add(target_node * groups + group, a);
@@ -179,13 +206,16 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   std::vector<double> share(static_cast<std::size_t>(groups)), pick(share), spread(share);
   // The expected distinct tokens from source s to each target it reaches, in target order.
   const auto emit = [&](Accumulator& acc, int s, std::vector<LegTokens>& legs) {
+    acc.flush();
     if (acc.touched.empty()) return;  // (then the source may have no assignments at all: total 0)
     // A plan lists a source's routes in instance order, which is mostly target order already: a
     // check is a fraction of a sort of a thousand entries.
     if (!std::is_sorted(acc.touched.begin(), acc.touched.end())) std::sort(acc.touched.begin(), acc.touched.end());
-    const double total = slots[static_cast<std::size_t>(s)];
+    const double total = static_cast<double>(slots[static_cast<std::size_t>(s)]);
     for (int g = 0; g < groups; ++g) {
-      const double a_g = group_slots[static_cast<std::size_t>(s) * groups + g] / total;
+      // (One group: its total over the same total, exactly 1.)
+      const double a_g =
+          groups == 1 ? 1.0 : static_cast<double>(group_slots[static_cast<std::size_t>(s) * groups + g]) / total;
       share[static_cast<std::size_t>(g)] = a_g;
       pick[static_cast<std::size_t>(g)] = std::min(1.0, per_token * a_g);
       // A group the source sends nothing to has no legs; its exponent is never read.
@@ -200,7 +230,7 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
       double assigned = 0;
       for (; it != acc.touched.end() && (one_group ? *it : *it / groups) == target; ++it) {
         const std::size_t g = one_group ? 0 : static_cast<std::size_t>(*it % groups);
-        const double a = acc.assigned[static_cast<std::size_t>(*it)];
+        const double a = static_cast<double>(acc.assigned[static_cast<std::size_t>(*it)]);
         const double a_dg = a / total;
         const double in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a_dg / share[g]), spread[g]);
         missed *= 1.0 - pick[g] * in_group;
@@ -214,38 +244,47 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
     acc.touched.clear();
   };
 
-  // The usual plan has one exchange stage and lists its routes source by source: then each source's
-  // routes are read twice while they are in the cache (its totals, then its legs), one pass over a
-  // plan that at wide EP holds millions of routes. The sums are the general path's, in its order.
+  // The usual plan has one exchange stage and lists its routes source by source: then one pass over
+  // the routes (at wide EP millions of them) sums each source's totals and legs, and the source is
+  // emitted when the next one begins. The sums are the general path's.
   if (stages == 1) {
     const TokenRoutes& routes = plan.routes;
     // At most one leg per (source, target): room for them at once, not by doubling.
     gpu_legs_[0].reserve(std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(n)));
     node_legs_[0].reserve(by_node ? std::min(routes.size(), static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes)) : 0);
+    // One pass: a source's totals and legs are summed together and emitted when the next source
+    // begins (emit reads the totals only then).
     bool by_source = true;
-    for (std::size_t begin = 0; begin < routes.size() && by_source;) {
-      const int s = routes[begin].src_rank;
-      std::size_t end = begin;
-      for (; end < routes.size() && routes[end].src_rank == s; ++end)
-        if (routes[end].tokens > 0) add_slots(routes[end]);
-      by_source = end == routes.size() || routes[end].src_rank > s;
-      for (std::size_t i = begin; i < end && by_source; ++i) {
-        const int target = ep_leg_target(plan, routes[i]);
-        if (target >= 0)
-          add_leg(s, target, group_of[static_cast<std::size_t>(routes[i].instance)], static_cast<double>(routes[i].tokens));
+    int s = -1;  // the source whose routes are being read
+    for (const TokenRoute& r : routes) {
+      if (r.src_rank != s) {
+        if (r.src_rank < s) {
+          by_source = false;
+          break;
+        }
+        if (s >= 0) {
+          emit(gpu, s, gpu_legs_[0]);
+          emit(node, s, node_legs_[0]);
+        }
+        s = r.src_rank;
       }
-      if (by_source) {
-        emit(gpu, s, gpu_legs_[0]);
-        emit(node, s, node_legs_[0]);
-      }
-      begin = end;
+      if (r.tokens <= 0) continue;
+      add_slots(r);
+      const int target = ep_leg_target(plan, r);
+      if (target >= 0) add_leg(s, target, group_of[static_cast<std::size_t>(r.instance)], r.tokens);
+    }
+    if (by_source && s >= 0) {
+      emit(gpu, s, gpu_legs_[0]);
+      emit(node, s, node_legs_[0]);
     }
     if (by_source) return;
     // Not in source order after all: start again on the general path.
+    gpu.reset();
+    node.reset();
     gpu_legs_[0].clear();
     node_legs_[0].clear();
-    std::fill(slots.begin(), slots.end(), 0.0);
-    std::fill(group_slots.begin(), group_slots.end(), 0.0);
+    std::fill(slots.begin(), slots.end(), 0);
+    std::fill(group_slots.begin(), group_slots.end(), 0);
   }
 
   // The general path: the routes with an EP leg are bucketed by (stage, source) in plan order, a
@@ -254,7 +293,7 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   struct Leg {
     int target;
     int group;
-    double assigned;
+    std::int64_t assigned;
   };
   std::vector<int> bucket_begin(static_cast<std::size_t>(stages) * n + 1, 0);
   std::vector<int> target_of(plan.routes.size(), -1);
@@ -273,7 +312,7 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
       if (target_of[i] < 0) continue;
       const TokenRoute& r = plan.routes[i];
       bucketed[static_cast<std::size_t>(fill[static_cast<std::size_t>(r.stage) * n + r.src_rank]++)] = {
-          target_of[i], group_of[static_cast<std::size_t>(r.instance)], static_cast<double>(r.tokens)};
+          target_of[i], group_of[static_cast<std::size_t>(r.instance)], r.tokens};
     }
   }
   for (int stage = 0; stage < stages; ++stage) {
