@@ -205,9 +205,21 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   // on the same numbers, so the same bits, without three divisions a leg (a wide plan has a million).
   std::vector<double> share(static_cast<std::size_t>(groups)), pick(share), spread(share);
   // The expected distinct tokens from source s to each target it reaches, in target order.
+  // A leg's chance of reaching its target through group g depends, for one source, only on its count
+  // of assignments there. A source's legs carry a few dozen distinct counts (at wide EP a thousand
+  // legs of about 30 assignments each), and pow() was most of a leg's cost: each count below
+  // kRemembered is worked out once per emit and looked up after, the same value to the bit.
+  constexpr std::int64_t kRemembered = 512;
+  std::vector<double> remembered(static_cast<std::size_t>(groups) * kRemembered);
+  std::vector<std::uint32_t> remembered_at(remembered.size(), 0);  ///< the emit that worked it out
+  std::uint32_t emits = 0;
   const auto emit = [&](Accumulator& acc, int s, std::vector<LegTokens>& legs) {
     acc.flush();
     if (acc.touched.empty()) return;  // (then the source may have no assignments at all: total 0)
+    if (++emits == 0) {  // wrapped: every entry is from an emit long past
+      std::fill(remembered_at.begin(), remembered_at.end(), 0);
+      emits = 1;
+    }
     // A plan lists a source's routes in instance order, which is mostly target order already: a
     // check is a fraction of a sort of a thousand entries.
     if (!std::is_sorted(acc.touched.begin(), acc.touched.end())) std::sort(acc.touched.begin(), acc.touched.end());
@@ -230,9 +242,20 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
       double assigned = 0;
       for (; it != acc.touched.end() && (one_group ? *it : *it / groups) == target; ++it) {
         const std::size_t g = one_group ? 0 : static_cast<std::size_t>(*it % groups);
-        const double a = static_cast<double>(acc.assigned[static_cast<std::size_t>(*it)]);
-        const double a_dg = a / total;
-        const double in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a_dg / share[g]), spread[g]);
+        const std::int64_t count = acc.assigned[static_cast<std::size_t>(*it)];
+        const double a = static_cast<double>(count);
+        const std::size_t slot = g * kRemembered + static_cast<std::size_t>(count);
+        double in_group;
+        if (count < kRemembered && remembered_at[slot] == emits) {
+          in_group = remembered[slot];
+        } else {
+          const double a_dg = a / total;
+          in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a_dg / share[g]), spread[g]);
+          if (count < kRemembered) {
+            remembered[slot] = in_group;
+            remembered_at[slot] = emits;
+          }
+        }
         missed *= 1.0 - pick[g] * in_group;
         assigned += a;
         acc.assigned[static_cast<std::size_t>(*it)] = 0;
