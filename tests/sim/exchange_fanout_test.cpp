@@ -137,3 +137,36 @@ TEST_CASE("routes listed source by source and in any other order give the same e
     }
   }
 }
+
+TEST_CASE("every leg of a wide source follows the rule to the bit, counts repeated or not") {
+  // 16 GPUs, 512 experts (32 per GPU), top-8: a source's legs repeat a few counts, which the rule
+  // works out once per source, and one count of 600 and more is past what it remembers. Each leg
+  // must equal n_s (1 - (1 - A / (n_s K))^K), clamped to [A / K, min(A, n_s)], computed here the
+  // same way.
+  const HardwareSpec hw = test::simple_hardware(1, 16);
+  const ModelSpec model = test::simple_model(512, 8);
+  std::vector<std::vector<std::uint32_t>> rows(16, std::vector<std::uint32_t>(512));
+  std::uint32_t x = 7;
+  for (std::size_t s = 0; s < rows.size(); ++s)
+    for (std::uint32_t& c : rows[s]) c = s == 3 ? 700 : ((x = x * 1103515245u + 12345u) >> 29);  // 0 to 7
+  const TraceRecord record = test::record_of(rows);
+  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
+  const ExchangeFanout f(plan, nullptr, model, TokenCopies::per_gpu, 16);
+  std::vector<std::vector<double>> to(16, std::vector<double>(16, 0.0));
+  std::vector<double> total(16, 0.0);
+  for (const TokenRoute& r : plan.routes) {
+    total[r.src_rank] += static_cast<double>(r.tokens);
+    to[r.src_rank][plan.instances[r.instance].gpu] += static_cast<double>(r.tokens);
+  }
+  std::size_t checked = 0;
+  for (const LegTokens& leg : f.gpu_legs(0)) {
+    const double k = 8;
+    const double a = to[leg.src][leg.dst];
+    const double tokens = total[leg.src] / k;
+    const double in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a / total[leg.src] / 1.0), k * 1.0 / 1.0);
+    const double missed = 1.0 - 1.0 * in_group;
+    CHECK(leg.tokens == std::clamp(tokens * (1.0 - missed), a / k, std::min(a, tokens)));
+    ++checked;
+  }
+  CHECK(checked == 16 * 15);
+}
