@@ -89,8 +89,8 @@ double layout_cost(const double* tokens, const int* layout, int devices, int exp
   std::vector<double> comp(devices, 0.0);
   std::vector<int> node_units(nodes);
   std::vector<double> node_tokens(nodes);
-  // The GPUs holding copies of the expert, ascending, and where each node's begin among them: an
-  // expert has a few copies among many GPUs, and the computation below only visits these.
+  // The GPUs holding copies of the expert, ascending, and where each node's holders begin among
+  // them: an expert has a few copies among many GPUs, and the computation below visits only these.
   std::vector<int> holders;
   holders.reserve(devices);
   std::vector<int> node_first(nodes + 1);
@@ -431,11 +431,16 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       const int* last = holder_gpu_.data() + holder_first_[static_cast<std::size_t>(e) + 1];
       const std::size_t begin = target_gpu_.size();
       int units = 0;
+      const auto take = [&](int g) {
+        const int c = copies_at(e, g);
+        target_gpu_.push_back(g);
+        target_copies_.push_back(c);
+        units += c;
+      };
       for (const int* g = first; g != last; ++g)
-        if (*g / gpn == node) target_gpu_.push_back(*g), target_copies_.push_back(copies_at(e, *g)), units += copies_at(e, *g);
+        if (*g / gpn == node) take(*g);
       if (target_gpu_.size() == begin)
-        for (const int* g = first; g != last; ++g)
-          target_gpu_.push_back(*g), target_copies_.push_back(copies_at(e, *g)), units += copies_at(e, *g);
+        for (const int* g = first; g != last; ++g) take(*g);
       target_first_[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu_.size());
       target_units[static_cast<std::size_t>(node) * experts + e] = units;
     }

@@ -251,7 +251,8 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home, g, weight_bytes,
                                 Carrier::ep_backend, TransferStart::before_dispatch});
       plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend, TransferStart::after_dispatch});
+          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend,
+           TransferStart::after_dispatch});
     }
   }
   return plan;

@@ -927,7 +927,8 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
         plan.transfers.push_back({TransferKind::weights, pass, inst, home[e], g, weight_bytes, Carrier::ep_backend,
                                   TransferStart::before_dispatch});
       plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home[e], grad_bytes, Carrier::ep_backend, TransferStart::after_dispatch});
+          {TransferKind::gradients, PassKind::backward, inst, g, home[e], grad_bytes, Carrier::ep_backend,
+           TransferStart::after_dispatch});
     }
   }
 

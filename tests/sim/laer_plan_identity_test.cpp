@@ -190,7 +190,8 @@ Plan expected_plan(const LaerCase& c, const TraceRecord& r, const LaerLayout& la
         p.transfers.push_back({TransferKind::weights, PassKind::forward, i, h, g, w, Carrier::ep_backend,
                                TransferStart::prefetch});
       if ((always || copies_total[e] > 1) && d > 0)
-        p.transfers.push_back({TransferKind::gradients, PassKind::backward, i, g, h, d, Carrier::ep_backend, TransferStart::after_dispatch});
+        p.transfers.push_back({TransferKind::gradients, PassKind::backward, i, g, h, d, Carrier::ep_backend,
+                               TransferStart::after_dispatch});
     }
   }
   for (int s = 0; s < n; ++s)

@@ -21,7 +21,8 @@ TEST_CASE("a Plan survives JSON both ways, every field") {
                     {1, 1, InstanceKind::replica}};
   plan.routes = {{0, 0, 5, Carrier::none, -1, 0}, {1, 1, 7, Carrier::copy_engine, 0, 1},
                  {1, 2, 9, Carrier::none, -1, -1}};
-  plan.transfers = {{TransferKind::gradients, PassKind::backward, 1, 1, 0, 1234, Carrier::copy_engine, TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::gradients, PassKind::backward, 1, 1, 0, 1234, Carrier::copy_engine,
+                     TransferStart::after_dispatch}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   plan.planner = {PlannerSite::host_cpu, 3'000'000, PlannerStart::after_dispatch, 64};
 
@@ -94,7 +95,8 @@ nlohmann::json two_gpu_json() {
   plan.num_gpus = 2;
   plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::dynamic_expert}};
   plan.routes = {{0, 1, 5, Carrier::ep_backend, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 1000, Carrier::copy_engine, TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 1000, Carrier::copy_engine,
+                     TransferStart::after_dispatch}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1}}}};
   return plan_to_json(plan);
 }
