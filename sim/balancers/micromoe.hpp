@@ -22,8 +22,10 @@ namespace epsim {
 
 /// Host time of the planner for the GLM-5-like case (EP=8, 128 experts, one replica of every expert,
 /// 4096 tokens per rank, top-8): median CPU time of BM_PlannerMicroMoe/8 in
-/// tests/bench/planner_bench.cpp (flow solver, split by source and the plan), rounded up to 10 us. A
-/// constant, not a run-time measurement, so that every run of a plan is reproducible.
+/// tests/bench/planner_bench.cpp (flow solver, split by source and the plan), rounded up to 10 us, as
+/// first measured; the solver has since become faster (docs/balancers.md, "Planner time") and the
+/// default is kept so that results stay comparable. A constant, not a run-time measurement, so that
+/// every run of a plan is reproducible.
 constexpr double kMicroMoeDefaultPlannerTimeUs = 200.0;
 
 enum class MicroMoeSolver {
