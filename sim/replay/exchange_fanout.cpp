@@ -178,8 +178,8 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
     }
     /// Back to empty, the source being read dropped.
     void reset() {
+      // (A pending run is not in `assigned` yet: dropping run_entry drops it.)
       for (const int entry : touched) assigned[static_cast<std::size_t>(entry)] = 0;
-      if (run_entry >= 0) assigned[static_cast<std::size_t>(run_entry)] = 0;
       touched.clear();
       run_entry = -1;
     }
@@ -204,7 +204,6 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   // K a_g / q_g), worked out once per source and group rather than once per leg: the same operations
   // on the same numbers, so the same bits, without three divisions a leg (a wide plan has a million).
   std::vector<double> share(static_cast<std::size_t>(groups)), pick(share), spread(share);
-  // The expected distinct tokens from source s to each target it reaches, in target order.
   // A leg's chance of reaching its target through group g depends, for one source, only on its count
   // of assignments there. A source's legs carry a few dozen distinct counts (at wide EP a thousand
   // legs of about 30 assignments each), and pow() was most of a leg's cost: each count below
@@ -213,6 +212,7 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
   std::vector<double> remembered(static_cast<std::size_t>(groups) * kRemembered);
   std::vector<std::uint32_t> remembered_at(remembered.size(), 0);  ///< the emit that worked it out
   std::uint32_t emits = 0;
+  // The expected distinct tokens from source s to each target it reaches, in target order.
   const auto emit = [&](Accumulator& acc, int s, std::vector<LegTokens>& legs) {
     acc.flush();
     if (acc.touched.empty()) return;  // (then the source may have no assignments at all: total 0)
@@ -296,11 +296,13 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
       const int target = ep_leg_target(plan, r);
       if (target >= 0) add_leg(s, target, group_of[static_cast<std::size_t>(r.instance)], r.tokens);
     }
-    if (by_source && s >= 0) {
-      emit(gpu, s, gpu_legs_[0]);
-      emit(node, s, node_legs_[0]);
+    if (by_source) {
+      if (s >= 0) {
+        emit(gpu, s, gpu_legs_[0]);
+        emit(node, s, node_legs_[0]);
+      }
+      return;
     }
-    if (by_source) return;
     // Not in source order after all: start again on the general path.
     gpu.reset();
     node.reset();
