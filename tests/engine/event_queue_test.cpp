@@ -473,3 +473,70 @@ TEST_CASE("EventQueue keeps the order when the live entries of a far-off bucket 
     CHECK(popped == expected);
   }
 }
+
+TEST_CASE("EventQueue takes out lone far-off entries, live or stale, in time and scheduling order") {
+  // A wide layer keeps a few pending events far apart: each sits alone in its bucket, which is
+  // taken out without a split. Here 1 to 6 events are pending at a time, 2^8 to 2^34 ps ahead, and
+  // each one that runs moves or cancels another (a lone stale entry left behind, in a bucket of its
+  // own or beside the live one) or schedules a new one, some at equal times. The order must be a
+  // std::multimap's, and the clock must read each event's time.
+  for (const std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    CAPTURE(seed);
+    EventQueue q;
+    std::multimap<Time_ps, int> reference;
+    std::map<int, std::pair<EventQueue::Handle, std::multimap<Time_ps, int>::iterator>> live;
+    std::vector<int> popped;
+    std::uint64_t rng = seed * 7777;
+    const auto next = [&] {
+      rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+      return rng >> 33;
+    };
+    const auto ahead = [&]() -> Time_ps {
+      const Time_ps base = Time_ps{1} << (8 + next() % 27);
+      return next() % 4 == 0 ? base : base + static_cast<Time_ps>(next() % static_cast<std::uint64_t>(base));
+    };
+    int next_id = 0;
+    std::function<void()> schedule_one = [&] {
+      const int id = next_id++;
+      const Time_ps at = q.now_ps() + ahead();
+      const auto h = q.schedule(at, [&, id] {
+        popped.push_back(id);
+        if (live.size() > 1 && next() % 3 == 0) {  // move another one, leaving a stale entry
+          auto it = live.lower_bound(static_cast<int>(next() % static_cast<std::uint64_t>(next_id)));
+          if (it == live.end()) it = live.begin();
+          if (it->first != id) {
+            const Time_ps to = q.now_ps() + ahead();
+            REQUIRE(q.reschedule(it->second.first, to));
+            reference.erase(it->second.second);
+            it->second.second = reference.emplace(to, it->first);
+          }
+        }
+        if (live.size() > 2 && next() % 5 == 0) {  // cancel another one
+          auto it = live.begin();
+          if (it->first != id) {
+            REQUIRE(q.cancel(it->second.first));
+            reference.erase(it->second.second);
+            live.erase(it);
+          }
+        }
+        if (live.size() < 7) schedule_one();
+        if (live.size() < 3) schedule_one();
+      });
+      live[id] = {h, reference.emplace(at, id)};
+    };
+    schedule_one();
+    schedule_one();
+    for (int step = 0; step < 20'000 && !reference.empty(); ++step) {
+      const auto expected = reference.begin();
+      const int id = expected->second;
+      const Time_ps at = expected->first;
+      reference.erase(expected);
+      live.erase(id);
+      REQUIRE(q.run_next());
+      REQUIRE(popped.back() == id);
+      REQUIRE(q.now_ps() == at);
+      REQUIRE(q.size() == reference.size());
+    }
+    CHECK(popped.size() == 20'000);
+  }
+}
