@@ -214,28 +214,28 @@ inline EventQueue::Entry EventQueue::pop_live() {
       continue;
     }
     const int b = lowest_bucket();
-    if (b >= kDigits && ends_[static_cast<std::size_t>(b)] == entries_of(heads_[static_cast<std::size_t>(b)]) + 1) {
-      // A bucket of one entry holds the earliest time: taken out here, it is what a split would
-      // move to level 0 and the next pass take out, at a fraction of the cost. A wide layer's
-      // events are spread thinly (a few thousand pending, one per busy GPU side), so this is how
-      // nearly every one of them leaves the heap. The other buckets stay as they are, as after a
-      // split: their times differ from this one's in the same byte as from the last.
-      Chunk* const head = heads_[static_cast<std::size_t>(b)];
-      const Entry e = *entries_of(head);
-      pool(b).give(head);
-      mark_empty(b);
-      last_ps_ = e.at_ps;
-      if (is_live(e)) return e;
-      --stale_;
-      continue;
-    }
     if (b >= kDigits) {
+      Chunk* const head = heads_[static_cast<std::size_t>(b)];
+      if (ends_[static_cast<std::size_t>(b)] == entries_of(head) + 1) {
+        // A bucket of one entry holds the earliest time: taken out here, it is what a split would
+        // move to level 0 and the next pass take out, at a fraction of the cost. A wide layer's
+        // events are spread thinly (a few thousand pending, one per busy GPU side), so this is how
+        // nearly every one of them leaves the heap. The other buckets stay as they are, as after a
+        // split: their times differ from this one's in the same byte as from the last.
+        const Entry e = *entries_of(head);
+        pool(b).give(head);
+        mark_empty(b);
+        last_ps_ = e.at_ps;
+        if (is_live(e)) return e;
+        --stale_;
+        continue;
+      }
       // Stale entries are dropped before a split of a far-off bucket (two levels up, a bucket
       // spans 65,536 ps or more): checking each costs a lookup, which the stale ones repay by
       // moving no further, and most entries there are stale (a flow's completion moves several
       // times before it is due). The live ones left are few and split while still in the cache.
       if (stale_ != 0 && b >= 2 * kDigits) {
-        stale_ -= drop_stale_in(b, entries_of(heads_[static_cast<std::size_t>(b)]));
+        stale_ -= drop_stale_in(b, entries_of(head));
         if (ends_[static_cast<std::size_t>(b)] == nullptr) continue;  // all were stale
       }
       split_bucket(b);

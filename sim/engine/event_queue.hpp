@@ -9,10 +9,10 @@
 // the cache beyond ~10k pending events. With a byte per level an entry moves at most once per byte in
 // which its time differs from now: at most twice for events up to 16 us ahead, three times up to
 // 4 ms, where one bucket per bit moved it about once per bit; the lowest bucket, when it holds one
-// entry, is taken out without moving it. Cancelled and moved events leave their
-// old entry in place, marked stale by a per-slot stamp; stale entries are dropped when reached, before
-// a far-off bucket is split, or in one pass once they pile up. Events scheduled at now (the flow
-// model's solve after a completion) skip the heap: they queue behind those it holds for now.
+// entry, is taken out without moving it. Cancelled and moved events leave their old entry in place,
+// marked stale by a per-slot stamp; stale entries are dropped when reached, before a far-off bucket
+// is split, or in one pass once they pile up. Events scheduled at now (the flow model's solve after
+// a completion) skip the heap: they queue behind those it holds for now.
 #pragma once
 
 #include <array>
