@@ -64,7 +64,7 @@ class FlowTable {
                          " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
   }
   /// A slot for a flow started now; the model fills what it keeps of the flow, then calls wait().
-  std::int32_t open(DoneCallback on_done) {
+  std::int32_t open(DoneCallback&& on_done) {
     std::int32_t slot;
     if (!free_slots_.empty()) {
       slot = free_slots_.back();

@@ -70,41 +70,59 @@ std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap
 }
 
 GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
-                                              double rate_cap_GBps, DoneCallback on_done) {
+                                              double rate_cap_GBps, DoneCallback&& on_done) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
   const double cap = std::isinf(rate_cap_GBps) ? kInf : GBps_to_bytes_per_ps(rate_cap_GBps);
-  const std::int32_t slot = table_.open(std::move(on_done));
-  if (paths_.size() < table_.slots()) paths_.emplace_back();
-  FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   // The groups the route crosses, each with the links of it the flow takes: a route is a few links,
   // so the groups are gathered by a scan of those found so far.
-  std::size_t count = 0;
-  if (links.size() > path.seg_capacity) {  // the old segment is abandoned; slots rarely grow
-    path.seg_begin = static_cast<std::uint32_t>(seg_pool_.size());
-    path.seg_capacity = static_cast<std::uint16_t>(links.size());
-    seg_pool_.resize(seg_pool_.size() + links.size());
+  // (On the stack for the routes of every transfer the replay makes; scratch vectors beyond.)
+  constexpr std::size_t kShortRoute = 8;
+  Segment short_found[kShortRoute];
+  std::uint32_t short_mask[kShortRoute];
+  Segment* found = short_found;
+  std::uint32_t* mask = short_mask;
+  if (links.size() > kShortRoute) {
+    seg_scratch_.resize(links.size());
+    mask_scratch_.resize(links.size());
+    found = seg_scratch_.data();
+    mask = mask_scratch_.data();
   }
-  Segment* segs = seg_pool_.data() + path.seg_begin;
-  mask_scratch_.resize(links.size());
-  std::uint32_t* mask = mask_scratch_.data();
+  std::size_t count = 0;
   for (const int id : links) {
     const LinkPlace& l = links_[static_cast<std::size_t>(id)];
     std::size_t s = 0;
-    while (s < count && segs[s].group != l.group) ++s;
+    while (s < count && found[s].group != l.group) ++s;
     if (s == count) {
-      segs[count++] = Segment{l.group, -1};
+      found[count++] = Segment{l.group, -1};
       mask[s] = 0;
     }
     mask[s] |= 1u << l.bit;
   }
   for (std::size_t s = 0; s < count; ++s) {
-    segs[s].cls = class_of(groups_[static_cast<std::size_t>(segs[s].group)], mask[s], cap);
+    found[s].cls = class_of(groups_[static_cast<std::size_t>(found[s].group)], mask[s], cap);
+  }
+  const std::int32_t slot = table_.open(std::move(on_done));
+  if (paths_.size() < table_.slots()) paths_.emplace_back();
+  FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  // More groups than fit in the path spill to the pool; a slot keeps its room there for its later
+  // flows (a route of still more groups abandons it for a larger one: slots rarely grow).
+  if (count > kInlineSegments && count > path.spill_capacity) {
+    path.spill_begin = static_cast<std::uint32_t>(seg_pool_.size());
+    path.spill_capacity = static_cast<std::uint16_t>(count);
+    seg_pool_.resize(seg_pool_.size() + count);
   }
   path.seg_count = static_cast<std::uint16_t>(count);
+  std::copy(found, found + count, segments(path));
   path.bytes = bytes;
   path.cap = cap;
+  path.entered = false;
+  // Its bounds are counted now, while its table entry is being written anyway, so that entering
+  // touches the path alone: a flow with nothing to move ends on entering (one bound), one that
+  // crosses no group when its cap lets it, any other in the last of its groups.
+  const bool empty = bytes <= kDoneBytes || (count == 0 && std::isinf(cap));
+  table_[slot].bounds_left = empty || count == 0 ? 1 : static_cast<std::int32_t>(count);
   const FlowId id = table_.id_of(slot);
   table_.wait(slot, latency_ps);
   return id;
@@ -126,17 +144,15 @@ void GroupSharing::settle_entered() {
 }
 
 void GroupSharing::enter_transfer(std::int32_t slot) {
-  FlowTable<GroupSharing>::Flow& f = table_[slot];
-  const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
-  f.transferring = true;
-  f.bounds_left = 0;
+  FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  path.entered = true;
   if (path.bytes <= kDoneBytes || (path.seg_count == 0 && std::isinf(path.cap))) {
-    f.bounds_left = 1;
-    table_.bound_met(slot);
+    table_.bound_met(slot);  // its one bound (start_flow)
     return;
   }
+  const Segment* segs = segments(path);
   for (std::uint32_t s = 0; s < path.seg_count; ++s) {
-    const Segment seg = seg_pool_[path.seg_begin + s];
+    const Segment seg = segs[s];
     Group& g = groups_[static_cast<std::size_t>(seg.group)];
     if (!g.dirty) {  // its clocks move to now before its classes change
       advance(g);
@@ -146,10 +162,8 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
     c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
-    ++f.bounds_left;
   }
   if (path.seg_count == 0) {  // no link: only its cap bounds it
-    ++f.bounds_left;
     queue_.schedule_in(checked_ceil_ps((path.bytes - kDoneBytes) / path.cap, "a flow's transfer time"),
                        [this, slot] { table_.bound_met(slot); });
   }
@@ -162,7 +176,11 @@ void GroupSharing::advance(Group& g) {
   for (Class& c : g.classes) {
     if (!c.ends.empty()) c.clock_bytes += c.rate * dt;
   }
-  for (LinkState& l : g.links) l.bytes += l.load * dt;
+  // (A link without flows has no load: its bytes stay as they are.)
+  for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
+    LinkState& l = g.links[static_cast<std::size_t>(__builtin_ctz(m))];
+    l.bytes += l.load * dt;
+  }
   g.clock_at_ps = now;
 }
 
@@ -188,13 +206,14 @@ void GroupSharing::solve(std::int32_t gi) {
     }
     if (only->cap < level) level = only->cap;
     only->rate = std::max(level, kMinRate);
-    // Its links carry its flows, the group's others none.
+    // Its links carry its flows, the group's others none (those that carried some are emptied).
     const std::uint32_t flows = only->ends.size();
     const double load = flows * only->rate;
-    for (std::size_t b = 0; b < nlinks; ++b) {
-      const bool on = (only->mask >> b & 1u) != 0;
-      set_link(g.links[b], on ? load : 0.0, on ? flows : 0);
-    }
+    for (std::uint32_t m = only->mask; m != 0; m &= m - 1)
+      set_link(g.links[static_cast<std::size_t>(__builtin_ctz(m))], load, flows);
+    for (std::uint32_t m = g.loaded & ~only->mask; m != 0; m &= m - 1)
+      set_link(g.links[static_cast<std::size_t>(__builtin_ctz(m))], 0.0, 0);
+    g.loaded = only->mask;
     return;
   }
   double residual[kMaxGroupLinks];
@@ -259,7 +278,11 @@ void GroupSharing::settle_links(Group& g) {
       flows[b] += c.ends.size();
     }
   }
-  for (std::size_t b = 0; b < nlinks; ++b) set_link(g.links[b], load[b], flows[b]);
+  g.loaded = 0;
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    set_link(g.links[b], load[b], flows[b]);
+    if (flows[b] > 0) g.loaded |= 1u << b;
+  }
 }
 
 void GroupSharing::set_link(LinkState& link, double load, std::uint32_t flows) const {
@@ -320,13 +343,14 @@ void GroupSharing::group_event(std::int32_t gi) {
 
 double GroupSharing::flow_rate_GBps(FlowId id) const {
   const std::int32_t slot = table_.find(id);
-  if (slot < 0 || !table_[slot].transferring) return 0;
+  if (slot < 0 || !paths_[static_cast<std::size_t>(slot)].entered) return 0;
   const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   double rate = path.cap;
+  const Segment* segs = segments(path);
   for (std::uint32_t s = 0; s < path.seg_count; ++s) {
     // A group still carries the flow while its end is in the class's heap (a scan: this is for
     // inspection, not for the simulation).
-    const Segment seg = seg_pool_[path.seg_begin + s];
+    const Segment seg = segs[s];
     const Class& c = groups_[static_cast<std::size_t>(seg.group)].classes[static_cast<std::size_t>(seg.cls)];
     const auto on_it = [slot](const LinkEnd& e) { return e.slot == slot; };
     if (std::any_of(c.ends.begin(), c.ends.end(), on_it)) rate = std::min(rate, c.rate);

@@ -60,7 +60,7 @@ class GroupSharing {
   /// max-min rate for it, never above `rate_cap_GBps` (infinite: no cap). The callers (FlowNetwork)
   /// check the arguments. `on_done` runs from an event, never inside start_flow.
   FlowId start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps, double rate_cap_GBps,
-                    DoneCallback on_done);
+                    DoneCallback&& on_done);
 
   /// The rate a flow moves at now, GB/s: the smallest rate of the groups still carrying it (its cap
   /// if it crosses none); 0 in its latency phase, once it ended, and for an unknown id.
@@ -101,6 +101,9 @@ class GroupSharing {
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
+    /// Its links carrying flows, as last solved (bits of links): the others carry nothing, and
+    /// an event of a group whose one class takes two of its four links reads those two alone.
+    std::uint32_t loaded = 0;
     bool dirty = false;               ///< joined by flows entering now; solved once, after them
   };
   /// Where a link's state is: its group, and its place there.
@@ -108,19 +111,34 @@ class GroupSharing {
     std::int32_t group = 0;
     std::int32_t bit = 0;
   };
-  /// What entering its groups touches, once, after the latency.
-  struct FlowPath {
-    double bytes = 0;
-    double cap = 0;                 ///< bytes per ps, +inf when uncapped
-    std::uint32_t seg_begin = 0;    ///< this slot's segment of seg_pool_
-    std::uint16_t seg_count = 0;
-    std::uint16_t seg_capacity = 0;
-  };
   /// A flow's part in one group: the class it joins there.
   struct Segment {
     std::int32_t group;
     std::int32_t cls;
   };
+  /// Flows crossing at most this many groups keep their segments in their FlowPath: every EP
+  /// message does (two groups, or four when forwarded), a copy or a PCIe transfer too.
+  static constexpr std::size_t kInlineSegments = 4;
+  /// What entering its groups touches, once, after the latency: one cache line, written when the
+  /// flow starts and read when it enters, which then leaves the flow's table entry alone. A wide
+  /// layer starts and enters a hundred thousand flows in scattered slots, where each line apart
+  /// (its segments, its bound count) cost a miss more.
+  struct alignas(64) FlowPath {
+    double bytes = 0;
+    double cap = 0;                 ///< bytes per ps, +inf when uncapped
+    std::uint32_t spill_begin = 0;  ///< more groups' segments: seg_pool_[spill_begin ..)
+    std::uint16_t seg_count = 0;
+    std::uint16_t spill_capacity = 0;
+    Segment inline_segs[kInlineSegments];
+    bool entered = false;           ///< its latency has passed
+  };
+  static_assert(sizeof(FlowPath) == 64, "a flow's path is one cache line");
+  Segment* segments(FlowPath& path) {
+    return path.seg_count <= kInlineSegments ? path.inline_segs : seg_pool_.data() + path.spill_begin;
+  }
+  const Segment* segments(const FlowPath& path) const {
+    return path.seg_count <= kInlineSegments ? path.inline_segs : seg_pool_.data() + path.spill_begin;
+  }
   friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
   /// After its latency: the flow joins its groups' classes (FlowTable).
@@ -145,10 +163,11 @@ class GroupSharing {
   std::vector<Group> groups_;
   std::vector<std::int32_t> group_of_key_;  ///< add_link's group number -> index in groups_
   std::vector<FlowPath> paths_;  ///< parallel to the table's slots
-  std::vector<Segment> seg_pool_;
+  std::vector<Segment> seg_pool_;  ///< segments of flows crossing more than kInlineSegments groups
   std::vector<std::int32_t> dirty_;       ///< groups joined by the flows entering at this instant
   std::vector<std::int32_t> ended_;       ///< scratch of group_event
   std::vector<LinkEnd> settle_scratch_;
+  std::vector<Segment> seg_scratch_;         ///< start_flow's: the groups a route crosses
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group
 };
 

@@ -40,7 +40,7 @@ void PerLinkSharing::add_link(double capacity_GBps) {
 }
 
 PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
-                                                  double rate_cap_GBps, DoneCallback on_done) {
+                                                  double rate_cap_GBps, DoneCallback&& on_done) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("PerLinkSharing: a route of " + std::to_string(links.size()) + " links");

@@ -33,6 +33,7 @@ void AllToAllV::prepare(double bytes_per_unit) {
   // hops exactly. The totals add the hops' bytes in hop order, as a payload's walk would.
   const std::vector<ExchangeShape::Hop>& shape_hops = shape_->hops();
   const double* terms = shape_->terms().data();
+  const std::vector<int>& feed_offsets = shape_->feed_offsets();
   hops_.resize(shape_hops.size());
   pending_.resize(shape_hops.size());
   left_.resize(shape_hops.size());
@@ -44,6 +45,8 @@ void AllToAllV::prepare(double bytes_per_unit) {
     hop.from = spec.from;
     hop.to = spec.to;
     hop.bytes = bytes;
+    hop.feeds_begin = static_cast<std::uint32_t>(feed_offsets[h]);
+    hop.feeds_end = static_cast<std::uint32_t>(feed_offsets[h + 1]);
     hop.by_copy_engine = spec.by_copy_engine;
     pending_[h] = spec.pending;
     left_[h] = spec.inputs + 1;  // its own bytes are one more input
@@ -120,10 +123,9 @@ void AllToAllV::hop_moved(int id) {
 
 void AllToAllV::hop_done(int id) {
   const Hop& hop = hops_[static_cast<std::size_t>(id)];
-  const std::vector<int>& offsets = shape_->feed_offsets();
   const std::vector<int>& feeds = shape_->feeds();
-  for (int f = offsets[static_cast<std::size_t>(id)]; f < offsets[static_cast<std::size_t>(id) + 1]; ++f) {
-    const int next = feeds[static_cast<std::size_t>(f)];
+  for (std::uint32_t f = hop.feeds_begin; f < hop.feeds_end; ++f) {
+    const int next = feeds[f];
     if (--left_[static_cast<std::size_t>(next)] == 0) hop_done(next);
   }
   --ranks_[static_cast<std::size_t>(hop.from)].hops_left;

@@ -61,13 +61,19 @@ class AllToAllV {
   std::size_t timeline_events() const { return hops_.size() + shape_->kernels(); }
 
  private:
-  /// One hop as it runs: the shape's hop with its bytes, what its launch and its record read.
-  struct Hop {
+  /// One hop as it runs: the shape's hop with its bytes, what its launch, its record and its end
+  /// read. Its end comes at a scattered time (a wide exchange has a hundred thousand hops in
+  /// flight), so the hops it feeds are found here too, not in the shape's offsets: one line, where
+  /// two were a miss each.
+  struct alignas(32) Hop {
     int from = 0;
     int to = 0;
     double bytes = 0;
+    std::uint32_t feeds_begin = 0;  ///< the hops it feeds: the shape's feeds()[feeds_begin, feeds_end)
+    std::uint32_t feeds_end = 0;
     bool by_copy_engine = false;
   };
+  static_assert(sizeof(Hop) == 32, "a hop never straddles two cache lines");
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
   /// them nearly empty: the state is kept compact (no dense n x n matrix) for that reason.
   /// Whether it moves anything and runs a kernel is the shape's (ExchangeShape::Rank).

@@ -39,7 +39,7 @@ std::vector<std::vector<LegTokens>> to_legs(const std::unordered_map<std::uint64
 
 ExchangeFanout::ExchangeFanout(const Plan& plan, const TraceRecord* record, const ModelSpec& model,
                                TokenCopies copies, int gpus_per_node)
-    : copies_(copies), gpus_per_node_(std::max(1, gpus_per_node)), num_gpus_(plan.num_gpus) {
+    : copies_(copies), gpus_per_node_(std::max(1, gpus_per_node)) {
   const int stages = std::max(1, plan.exchange_stages);
   gpu_legs_.assign(static_cast<std::size_t>(stages), {});
   node_legs_.assign(static_cast<std::size_t>(stages), {});

@@ -58,7 +58,6 @@ class ExchangeFanout {
 
   TokenCopies copies_;
   int gpus_per_node_;
-  int num_gpus_;
   bool exact_ = false;
   std::vector<std::vector<LegTokens>> gpu_legs_;   ///< per stage, sorted by (src, dst)
   std::vector<std::vector<LegTokens>> node_legs_;  ///< per stage, sorted by (src, dst node)

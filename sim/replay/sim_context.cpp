@@ -84,8 +84,16 @@ void SimContext::send_ep_message(int src, int dst, double payload_bytes, FlowNet
 
 void SimContext::record_message(int src, int dst, Pass pass, std::string name, double payload_bytes,
                                 Time_ps start_ps, Time_ps end_ps) {
-  const Track track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
-  timeline_.events.push_back({src, track, pass, std::move(name), start_ps, end_ps, payload_bytes});
+  // Filled in place: a wide layer records one of these per flow, and an event built and then
+  // pushed moved its name twice (a call to copy even an empty one's few bytes, each time).
+  TimelineEvent& e = timeline_.events.emplace_back();
+  e.gpu = src;
+  e.track = topology_.same_node(src, dst) ? Track::nvlink_out : Track::nic_out;
+  e.pass = pass;
+  e.name = std::move(name);
+  e.start_ps = start_ps;
+  e.end_ps = end_ps;
+  e.bytes = payload_bytes;
 }
 
 void SimContext::ce_copy(int src, int dst, double bytes, Pass pass, std::string name, Done done) {

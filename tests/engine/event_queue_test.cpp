@@ -319,7 +319,7 @@ TEST_CASE("EventQueue runs and releases actions too large to be held inline") {
   const auto token = std::make_shared<int>(7);
   std::vector<int> ran;
   q.schedule(2, [token, &ran] { ran.push_back(*token); });
-  const int a = 1, b = 2, c = 3, d = 4;
+  int a = 1, b = 2, c = 3, d = 4;  // (not const: a lambda must capture them, which makes it too large to hold inline)
   q.schedule(1, [&ran, &a, &b, &c, &d] { ran.push_back(a + b + c + d); });
   const auto cancelled = q.schedule(3, [token, &ran] { ran.push_back(-1); });
   CHECK(token.use_count() == 3);

@@ -179,6 +179,44 @@ TEST_CASE("local: at most 16 links in a group") {
   CHECK_NOTHROW(net.add_link("another group", 10, 6));
 }
 
+TEST_CASE("local: a flow across six groups ends in its slowest, and its slot serves shorter routes after") {
+  // A flow keeps up to four groups in its path and more in a pool; the slot it frees serves the next
+  // flow whatever its route. Seven links, each a group of its own, 1 byte/ps but L1 0.5 and L2 0.25.
+  // All flows wait 100 ps before they enter. k (500 bytes, L2) starts first, then f (1,000 bytes,
+  // L0 to L5), then j (100 bytes, L6): f's segments beyond the fourth sit apart from its path, and j's
+  // path, written before f enters, sits next to f's.
+  // L2 is max-min between f and k, 0.125 byte/ps each: k ends at 100 + 4,000. f has 500 bytes through
+  // L2 then and the rest alone, 2,000 ps: f ends at 6,100 (its other groups were done by 2,100).
+  // From f's end, g (1,000 bytes, L0 and L1) takes f's slot: enters at 6,200, ends at 8,200 at L1's
+  // 0.5. From g's end, h (500 bytes, L0 to L5) takes it again: enters at 8,300, 2,000 ps at L2.
+  EventQueue q;
+  FlowNetwork net(q);
+  net.set_sharing(kLocal);
+  std::vector<LinkId> l;
+  for (const double share : {1.0, 0.5, 0.25, 1.0, 1.0, 1.0, 1.0})
+    l.push_back(net.add_link("L" + std::to_string(l.size()), share * kBytePerPs_GBps, -1));
+  const std::vector<LinkId> six(l.begin(), l.begin() + 6);
+  Ends ends(5);  // k, f, j, g, h
+  net.start_flow({l[2]}, 500, 100, kNoCap, ends.at(0));
+  FlowId f = 0;
+  f = net.start_flow(six, 1000, 100, kNoCap, [&](Time_ps s, Time_ps e) {
+    ends.at(1)(s, e);
+    net.start_flow({l[0], l[1]}, 1000, 100, kNoCap, [&](Time_ps s2, Time_ps e2) {
+      ends.at(3)(s2, e2);
+      net.start_flow(six, 500, 100, kNoCap, ends.at(4));
+    });
+  });
+  net.start_flow({l[6]}, 100, 100, kNoCap, ends.at(2));
+  double f_rate = -1;
+  q.schedule(200, [&] { f_rate = net.flow_rate_GBps(f); });
+  q.run();
+  CHECK(ends.ended == std::vector<Time_ps>{4100, 6100, 200, 8200, 10300});
+  CHECK(f_rate == doctest::Approx(125));  // L2's share, the least of its groups'
+  CHECK(net.link_bytes(l[2]) == doctest::Approx(500 + 1000 + 500));
+  CHECK(net.link_bytes(l[1]) == doctest::Approx(1000 + 1000 + 500));
+  CHECK(net.active_flows() == 0);
+}
+
 TEST_CASE("local: flows inside one group end as under exact max-min") {
   // Inside one group local is max-min, whatever the routes, caps, sizes, latencies and start times: the
   // two modes must give the same ends, up to the rounding of each end to a picosecond and what that

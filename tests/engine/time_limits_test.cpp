@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "sim/core/time.hpp"
 #include "sim/engine/event_queue.hpp"
@@ -27,6 +29,28 @@ TEST_CASE("us_to_ps and checked_ceil_ps: exact within the horizon, TimeOverflow 
   // 1 GB at the smallest accepted bandwidth (0.001 GB/s = 1e-6 bytes/ps): 1e15 ps.
   CHECK(transfer_time_ps(1e9, 1e-3) == 1'000'000'000'000'000);
   CHECK_THROWS_AS(transfer_time_ps(1e13, 1e-3), TimeOverflow);  // 1e19 ps
+}
+
+TEST_CASE("checked_ceil_ps rounds up as std::ceil does, over the whole horizon") {
+  // Whole numbers, values just off them, halves, both signs, the horizon and where doubles stop
+  // holding fractions (2^52) or odd integers (2^53), and a spread of random magnitudes.
+  std::vector<double> values = {0.0, -0.0, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0, 2.1, -2.1, 1e18, -1e18,
+                                4503599627370495.5, 4503599627370496.0, 9007199254740993.0, -4503599627370495.5};
+  for (double v = 1.0; v < 1e18; v *= 3.7) {
+    for (const double x : {v, std::nextafter(v, 0.0), std::nextafter(v, 2 * v), v + 0.25})
+      for (const double s : {x, -x}) values.push_back(s);
+  }
+  std::uint64_t state = 12345;
+  for (int i = 0; i < 20'000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double mantissa = static_cast<double>(state >> 11) / 9007199254740992.0;  // [0, 1)
+    const double x = mantissa * std::pow(10.0, static_cast<double>(i % 19));
+    values.push_back(i % 2 == 0 ? x : -x);
+  }
+  for (const double x : values) {
+    CAPTURE(x);
+    CHECK(checked_ceil_ps(x, "x") == static_cast<Time_ps>(std::ceil(x)));
+  }
 }
 
 TEST_CASE("EventQueue: events beyond the horizon are refused before any overflow") {
