@@ -55,6 +55,9 @@ class FlowTable {
   Flow& operator[](std::int32_t slot) { return flows_[static_cast<std::size_t>(slot)]; }
   const Flow& operator[](std::int32_t slot) const { return flows_[static_cast<std::size_t>(slot)]; }
   void prefetch(std::int32_t slot) const { __builtin_prefetch(&flows_[static_cast<std::size_t>(slot)], 1); }
+  /// The slot the next open() takes if one is free, else -1: a model that starts flows in bursts
+  /// requests it (and its own entry for it) one flow ahead.
+  std::int32_t next_free() const { return free_slots_.empty() ? -1 : free_slots_.back(); }
 
   /// Throws TimeOverflow unless a flow started now with `latency_ps` would enter within the horizon:
   /// the queue's own check, made here since the flow waits in a list rather than as an event.

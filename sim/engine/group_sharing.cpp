@@ -123,6 +123,12 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   // crosses no group when its cap lets it, any other in the last of its groups.
   const bool empty = bytes <= kDoneBytes || (count == 0 && std::isinf(cap));
   table_[slot].bounds_left = empty || count == 0 ? 1 : static_cast<std::int32_t>(count);
+  // A kernel starts its flows in a burst (a GPU's RDMA flows to every other node at once), each in a
+  // slot freed long ago: the next one's entry and path are requested now, to be written next.
+  if (const std::int32_t next = table_.next_free(); next >= 0) {
+    table_.prefetch(next);
+    if (static_cast<std::size_t>(next) < paths_.size()) __builtin_prefetch(&paths_[static_cast<std::size_t>(next)], 1);
+  }
   const FlowId id = table_.id_of(slot);
   table_.wait(slot, latency_ps);
   return id;
@@ -328,6 +334,9 @@ void GroupSharing::group_event(std::int32_t gi) {
     while (!c.ends.empty() && c.ends.front().at_bytes <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       ended_.push_back(e.slot);
+      // Its table entry is read once the group is solved and rescheduled below: requested now, it
+      // arrives meanwhile (the request in schedule_group was long ago, at a wide layer's pace).
+      table_.prefetch(e.slot);
       // The clock ran up to a picosecond past the flow's end: its links carried exactly its bytes.
       const double over = c.clock_bytes - e.at_bytes;
       for (std::uint32_t m = c.mask; m != 0; m &= m - 1)

@@ -6,6 +6,11 @@
 
 namespace epsim {
 
+namespace {
+// How far ahead in a hop's feeds the next counts are requested (AllToAllV::hop_done).
+constexpr std::uint32_t kFeedsAhead = 8;
+}  // namespace
+
 AllToAllV::AllToAllV(SimContext& context, std::string name, Pass pass, const ExchangePayload& payload,
                      std::function<void(int)> rank_done, CommKernel kernel)
     : AllToAllV(context, std::move(name), pass, std::make_shared<const ExchangeShape>(context.topology(), payload, kernel.engine),
@@ -125,6 +130,9 @@ void AllToAllV::hop_done(int id) {
   const Hop& hop = hops_[static_cast<std::size_t>(id)];
   const std::vector<int>& feeds = shape_->feeds();
   for (std::uint32_t f = hop.feeds_begin; f < hop.feeds_end; ++f) {
+    // A combine's NVLink hop feeds the RDMA hops of every source its peer serves, scattered over
+    // the exchange: their counts are requested a few ahead.
+    if (f + kFeedsAhead < hop.feeds_end) __builtin_prefetch(&left_[static_cast<std::size_t>(feeds[f + kFeedsAhead])], 1);
     const int next = feeds[f];
     if (--left_[static_cast<std::size_t>(next)] == 0) hop_done(next);
   }
