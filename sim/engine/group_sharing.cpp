@@ -26,6 +26,11 @@ constexpr double kDoneBytes = 1e-6;
 constexpr double kMinRate = 1e-12;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+/// A flow that ends on entering, its one bound: nothing to move, or no group and no cap to bound it.
+bool ends_on_entering(double bytes, std::size_t groups, double cap) {
+  return bytes <= kDoneBytes || (groups == 0 && std::isinf(cap));
+}
+
 }  // namespace
 
 GroupSharing::GroupSharing(EventQueue& queue) : queue_(queue), table_(queue, *this) {}
@@ -119,10 +124,10 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   path.cap = cap;
   path.entered = false;
   // Its bounds are counted now, while its table entry is being written anyway, so that entering
-  // touches the path alone: a flow with nothing to move ends on entering (one bound), one that
-  // crosses no group when its cap lets it, any other in the last of its groups.
-  const bool empty = bytes <= kDoneBytes || (count == 0 && std::isinf(cap));
-  table_[slot].bounds_left = empty || count == 0 ? 1 : static_cast<std::int32_t>(count);
+  // touches the path alone: one for a flow that ends on entering or crosses no group (its cap
+  // bounds it), else one a group.
+  table_[slot].bounds_left =
+      ends_on_entering(bytes, count, cap) || count == 0 ? 1 : static_cast<std::int32_t>(count);
   // A kernel starts its flows in a burst (a GPU's RDMA flows to every other node at once), each in a
   // slot freed long ago: the next one's entry and path are requested now, to be written next.
   if (const std::int32_t next = table_.next_free(); next >= 0) {
@@ -152,7 +157,7 @@ void GroupSharing::settle_entered() {
 void GroupSharing::enter_transfer(std::int32_t slot) {
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   path.entered = true;
-  if (path.bytes <= kDoneBytes || (path.seg_count == 0 && std::isinf(path.cap))) {
+  if (ends_on_entering(path.bytes, path.seg_count, path.cap)) {
     table_.bound_met(slot);  // its one bound (start_flow)
     return;
   }
@@ -352,8 +357,9 @@ void GroupSharing::group_event(std::int32_t gi) {
 
 double GroupSharing::flow_rate_GBps(FlowId id) const {
   const std::int32_t slot = table_.find(id);
-  if (slot < 0 || !paths_[static_cast<std::size_t>(slot)].entered) return 0;
+  if (slot < 0) return 0;
   const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
+  if (!path.entered) return 0;
   double rate = path.cap;
   const Segment* segs = segments(path);
   for (std::uint32_t s = 0; s < path.seg_count; ++s) {
