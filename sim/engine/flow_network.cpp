@@ -179,7 +179,9 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
   if (latency_ps < 0) throw std::invalid_argument("FlowNetwork: negative flow latency");
   if (links.size() > 0xffff) throw std::invalid_argument("FlowNetwork: too many links in one flow");
   if (!(rate_cap_GBps > 0)) throw std::invalid_argument("FlowNetwork: flow rate cap must be > 0");
-  for (LinkId l : links) link_at(l);
+  // Every link must exist (link_at's check, in line: a wide layer starts half a million flows).
+  for (LinkId l : links)
+    if (static_cast<unsigned>(l) >= links_.size()) link_at(l);  // (a negative id wraps past the end)
   flows_started_ = true;
   const auto coarse_id = coarse([&](auto& model) {
     return model.start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done));

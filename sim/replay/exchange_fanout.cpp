@@ -236,6 +236,33 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
     const double tokens = total / k;
     // Entries are target x groups + group; without group limits, the target itself.
     const bool one_group = groups == 1;
+    if (one_group) {
+      // Every entry is a target with one term: the loop below with its group walk taken out (a wide
+      // plan emits a million legs), the same operations on the same numbers.
+      const double pick0 = pick[0];
+      const double share0 = share[0];
+      const double spread0 = spread[0];
+      for (const int target : acc.touched) {
+        std::int64_t& count = acc.assigned[static_cast<std::size_t>(target)];
+        const double a = static_cast<double>(count);
+        double in_group;
+        if (count < kRemembered && remembered_at[static_cast<std::size_t>(count)] == emits) {
+          in_group = remembered[static_cast<std::size_t>(count)];
+        } else {
+          in_group = 1.0 - std::pow(std::max(0.0, 1.0 - a / total / share0), spread0);
+          if (count < kRemembered) {
+            remembered[static_cast<std::size_t>(count)] = in_group;
+            remembered_at[static_cast<std::size_t>(count)] = emits;
+          }
+        }
+        count = 0;
+        const double missed = 1.0 - pick0 * in_group;
+        const double expected = std::clamp(tokens * (1.0 - missed), a / k, std::min(a, tokens));
+        if (expected > 0) legs.push_back({s, target, expected});
+      }
+      acc.touched.clear();
+      return;
+    }
     for (auto it = acc.touched.begin(); it != acc.touched.end();) {
       const int target = one_group ? *it : *it / groups;
       double missed = 1.0;  // probability that a token reaches the target through none of its groups
