@@ -174,25 +174,29 @@ class FlowNetwork {
     /// flow's rate in the max-min sense.
     bool bottleneck;
   };
-  struct Link {
-    std::string name;
-    double capacity_GBps = 0;
-    double capacity = 0;          ///< bytes per ps
-    int group = -1;               ///< local mode's link group
+  /// Laid out for the solver: what collecting, filling and checking a region read of each link is
+  /// in its first cache line, what the constraint checks on other links read in its second, the
+  /// rest after. A re-solve at wide EP walks thousands of links in scattered order, and these fields
+  /// were spread over three lines.
+  struct alignas(64) Link {
     std::vector<FlowRef> flows;   ///< flows in their transfer phase
+    double capacity = 0;          ///< bytes per ps
     double load = 0;              ///< sum of their rates, bytes per ps
+    // Solver scratch.
+    double residual = 0;
+    std::uint32_t mark = 0;     ///< == epoch: a constraining link of the current solve
+    std::uint32_t scanned = 0;  ///< == epoch: its residual and unfrozen count are set
+    int unfrozen = 0;
+    bool saturated = false;
+    std::uint32_t watch = 0;  ///< == epoch: an unsaturated link some re-solved flow crosses
+    double watch_load = 0;
     double bytes = 0;             ///< carried up to bytes_at_ps
     Time_ps bytes_at_ps = 0;
     Time_ps busy_ps = 0;          ///< closed busy periods
     Time_ps busy_since_ps = 0;    ///< start of the open one, if any flow is on the link
-    bool saturated = false;
-    // Solver scratch.
-    std::uint32_t mark = 0;   ///< == epoch: a constraining link of the current solve
-    std::uint32_t watch = 0;  ///< == epoch: an unsaturated link some re-solved flow crosses
-    std::uint32_t scanned = 0;  ///< == epoch: its residual and unfrozen count are set
-    int unfrozen = 0;
-    double residual = 0;
-    double watch_load = 0;
+    int group = -1;               ///< local mode's link group
+    double capacity_GBps = 0;
+    std::string name;
   };
   /// Progressive-filling agenda entry: a lower bound on the level at which a link saturates
   /// (id >= 0), or the level at which a flow reaches its cap (id = ~slot).
