@@ -94,6 +94,44 @@ TEST_CASE("local: a flow held back by a link of its group leaves its share of th
   }
 }
 
+TEST_CASE("local: a receiving side runs ahead of its sender, so a later flow into it ends early") {
+  // The cause of local's early ends on skewed traffic (docs/performance.md, "Pinned down on a
+  // layer"). Every link moves 1 byte/ps and is a group of its own GPU side: sender S1's port, S2's,
+  // receiver R's and X's. At 0 S1 starts f1 (1e6 bytes, to R) and f1x (1e7, to X); at 500,000 ps S2
+  // starts f2 (1e6, to R).
+  // Exact: S1 holds f1 to 0.5 byte/ps; by 500,000 R has 250,000 bytes of it; then f1 and f2 share R
+  // at 0.5 each: f1 ends at 500,000 + 750,000 / 0.5 = 2,000,000; f2 has 750,000 by then and its last
+  // 250,000 take 250,000 ps at R's full rate: 2,250,000. f1x: 0.5 to 2,000,000, 1 after: 11,000,000.
+  // Local: R's side of f1 runs at R's full rate while S1 sends at 0.5: R has 500,000 bytes of f1 by
+  // 500,000 ps, bytes its sender has not sent yet. R's side of f1 is done at 1,500,000, and R's side
+  // of f2 has 500,000 bytes by then and the rest by 2,000,000; S2's side of f2 ended at 1,500,000.
+  // So f2 ends at 2,000,000, 250,000 ps (11%) before exact; f1 and f1x end as under exact.
+  for (const bool local : {true, false}) {
+    INFO((local ? "local" : "exact"));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(local ? kLocal : kExact);
+    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+    const LinkId r = net.add_link("R", kBytePerPs_GBps, 2);
+    const LinkId x = net.add_link("X", kBytePerPs_GBps, 3);
+    Ends ends(3);
+    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+    net.start_flow({s1, x}, 1e7, 0, kNoCap, ends.at(1));
+    double r_bytes_at_start = -1;
+    q.schedule(500'000, [&] {
+      r_bytes_at_start = net.link_bytes(r);
+      net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(2));
+    });
+    q.run();
+    CHECK(r_bytes_at_start == doctest::Approx(local ? 500'000 : 250'000));
+    CHECK(ends.ended[0] == 2'000'000);
+    CHECK(ends.ended[1] == 11'000'000);
+    CHECK(ends.ended[2] == (local ? 2'000'000 : 2'250'000));
+    CHECK(net.link_bytes(r) == doctest::Approx(2e6));
+  }
+}
+
 TEST_CASE("local: groups run on their own, a group is max-min") {
   // f (1,500 bytes) crosses A and B; g (500) is on A from 0; h (10,000) joins B at 1,000.
   // A and B in one group: max-min, f moves at one rate on both: half of A to 1,000 (g ends), then
