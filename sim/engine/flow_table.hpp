@@ -39,6 +39,8 @@ class FlowTable {
     std::uint32_t generation = 1;
     std::int32_t bounds_left = 0;  ///< bounds (links, groups, a cap) not met yet
     bool active = false;
+    /// Its latency has passed: PerLinkSharing's flag. GroupSharing keeps its own in its FlowPath,
+    /// the line its entry touches, and leaves this one false.
     bool transferring = false;
   };
   static_assert(sizeof(Flow) == 64, "a flow's end touches one cache line");

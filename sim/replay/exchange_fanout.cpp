@@ -238,7 +238,9 @@ void ExchangeFanout::expect(const Plan& plan, const ModelSpec& model) {
     const bool one_group = groups == 1;
     if (one_group) {
       // Every entry is a target with one term: the loop below with its group walk taken out (a wide
-      // plan emits a million legs), the same operations on the same numbers.
+      // plan emits a million legs), the same operations on the same numbers. Written out: the loop
+      // below compiled for one group (its group count a constant) saved a fifth of its instructions
+      // at EP 1,024, this two fifths.
       const double pick0 = pick[0];
       const double share0 = share[0];
       const double spread0 = spread[0];
