@@ -9,6 +9,7 @@
 #   scripts/sharing-accuracy.sh [EP ...]          default: 16 32 64 128 256
 #   BALANCER=fastermoe EXPERTS=256 scripts/sharing-accuracy.sh 64
 #   FAST=local scripts/sharing-accuracy.sh 16 64
+#   FAST=coupled COUPLED_GPUS=0.25 scripts/sharing-accuracy.sh 128   (engine.coupled_gpus)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 epsim="${EPSIM:-$here/build/epsim}"
@@ -33,6 +34,9 @@ for ep in "$@"; do
     for sharing in exact "${fast_models[@]}"; do
       sed "s/^nodes: .*/nodes: $(( (ep + 7) / 8 ))/" "$here/models/h100-sxm-8.yaml" > "$work/hw-$sharing.yaml"
       printf 'engine:\n  bandwidth_sharing: %s\n' "$sharing" >> "$work/hw-$sharing.yaml"
+      if [[ $sharing == coupled && -n ${COUPLED_GPUS:-} ]]; then
+        printf '  coupled_gpus: %s\n' "$COUPLED_GPUS" >> "$work/hw-$sharing.yaml"
+      fi
       cat > "$work/x-$sharing.yaml" <<EOF
 kind: experiment
 name: sharing-$sharing

@@ -190,14 +190,17 @@ HardwareSpec load_hardware(const std::string& path) {
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
     const std::string sharing =
-        m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link", "local", "auto"});
+        m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link", "local", "coupled", "auto"});
     hw.engine.bandwidth_sharing = sharing == "epochs"     ? BandwidthSharing::epochs
                                   : sharing == "per_link" ? BandwidthSharing::per_link
                                   : sharing == "local"    ? BandwidthSharing::local
+                                  : sharing == "coupled"  ? BandwidthSharing::coupled
                                   : sharing == "auto"     ? BandwidthSharing::automatic
                                                           : BandwidthSharing::exact;
     hw.engine.exact_max_gpus = as_int(m->get_int_or("exact_max_gpus", hw.engine.exact_max_gpus, 1, kMaxGpus));
     hw.engine.epoch_tolerance = m->get_double_or("epoch_tolerance", hw.engine.epoch_tolerance, 0, 0.1);
+    hw.engine.coupled_gpus = m->get_double_or("coupled_gpus", hw.engine.coupled_gpus, 0, 1);
+    if (!(hw.engine.coupled_gpus > 0)) m->fail("coupled_gpus", "engine.coupled_gpus must be in (0, 1], the share of GPUs whose links follow");
     m->finish();
   }
   top.finish();

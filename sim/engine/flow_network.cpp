@@ -86,8 +86,8 @@ void FlowNetwork::set_sharing(const Sharing& sharing) {
   if (sharing.mode == SharingMode::per_link) {
     per_link_ = std::make_unique<PerLinkSharing>(queue_);
     for (const Link& l : links_) per_link_->add_link(l.capacity_GBps);
-  } else if (sharing.mode == SharingMode::local) {
-    groups_ = std::make_unique<GroupSharing>(queue_);
+  } else if (sharing.mode == SharingMode::local || sharing.mode == SharingMode::coupled) {
+    groups_ = std::make_unique<GroupSharing>(queue_, sharing.mode == SharingMode::coupled);
     for (const Link& l : links_) groups_->add_link(l.capacity_GBps, l.group);
   }
 }
@@ -108,6 +108,15 @@ LinkId FlowNetwork::add_link(std::string name, double capacity_GBps, int group) 
   if (per_link_) per_link_->add_link(capacity_GBps);
   if (groups_) groups_->add_link(capacity_GBps, group);  // per_link has no groups: not one call for both
   return static_cast<LinkId>(links_.size() - 1);
+}
+
+void FlowNetwork::couple_group_of(LinkId link) {
+  if (sharing_.mode != SharingMode::coupled) throw std::logic_error("FlowNetwork: groups follow only in coupled mode");
+  groups_->couple_group_of(link);
+}
+
+bool FlowNetwork::group_follows(LinkId link) const {
+  return sharing_.mode == SharingMode::coupled && groups_->follows(link);
 }
 
 std::size_t FlowNetwork::link_count() const { return links_.size(); }

@@ -38,6 +38,10 @@
 //    links in one group and its receiving links in another, so a flow the SM limit holds back leaves
 //    its share of the port to the port's other flows, as under max-min, while an all-to-all still
 //    costs about EP^2 (GroupSharing, group_sharing.hpp, which says what is left out).
+//
+//  * coupled: local, and in the groups named by couple_group_of each flow is held to the rate the
+//    group before it on its route gives it, so that a receiving side never runs ahead of its sender
+//    (group_coupling.cpp). It costs more the more groups follow (docs/performance.md, "coupled").
 #pragma once
 
 #include <cstdint>
@@ -65,7 +69,7 @@ class FlowNetwork {
   using DoneCallback = std::function<void(Time_ps started_ps, Time_ps ended_ps)>;
   static constexpr double kNoRateCap = std::numeric_limits<double>::infinity();
 
-  enum class SharingMode : std::uint8_t { exact, epochs, per_link, local };
+  enum class SharingMode : std::uint8_t { exact, epochs, per_link, local, coupled };
   /// How rates are re-solved after flows end (see the top of this file).
   struct Sharing {
     SharingMode mode = SharingMode::exact;
@@ -99,6 +103,11 @@ class FlowNetwork {
   /// Adds a link; `capacity_GBps` > 0. Links given the same `group` >= 0 are solved together in local
   /// mode (a GPU's sending links, its receiving links); the other modes ignore it.
   LinkId add_link(std::string name, double capacity_GBps, int group = -1);
+  /// coupled mode: the group of `link` follows (GroupSharing::couple_group_of). Before the first
+  /// flow; std::logic_error in another mode.
+  void couple_group_of(LinkId link);
+  /// coupled mode: whether the group of `link` follows; false in the other modes.
+  bool group_follows(LinkId link) const;
   std::size_t link_count() const;
   const std::string& link_name(LinkId link) const;
   double link_capacity_GBps(LinkId link) const;
@@ -256,7 +265,7 @@ class FlowNetwork {
 
   /// per_link mode: every flow and the links' loads live there (links_ keeps names and capacities).
   std::unique_ptr<PerLinkSharing> per_link_;
-  /// local mode: the same, in GroupSharing.
+  /// local and coupled modes: the same, in GroupSharing.
   std::unique_ptr<GroupSharing> groups_;
   bool flows_started_ = false;
 

@@ -33,7 +33,8 @@ bool ends_on_entering(double bytes, std::size_t groups, double cap) {
 
 }  // namespace
 
-GroupSharing::GroupSharing(EventQueue& queue) : queue_(queue), table_(queue, *this) {}
+GroupSharing::GroupSharing(EventQueue& queue, bool coupled)
+    : queue_(queue), coupled_(coupled), table_(queue, *this) {}
 
 void GroupSharing::reserve_flows(std::size_t flows) {
   table_.reserve(flows);
@@ -50,6 +51,7 @@ void GroupSharing::add_link(double capacity_GBps, int group) {
   }
   if (index == static_cast<std::int32_t>(groups_.size())) {
     groups_.emplace_back();
+    if (coupled_) coupling_.emplace_back();
     groups_.back().clock_at_ps = queue_.now_ps();
   }
   Group& g = groups_[static_cast<std::size_t>(index)];
@@ -106,7 +108,9 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
     mask[s] |= 1u << l.bit;
   }
   for (std::size_t s = 0; s < count; ++s) {
-    found[s].cls = class_of(groups_[static_cast<std::size_t>(found[s].group)], mask[s], cap);
+    found[s].cls = !coupled_ ? class_of(groups_[static_cast<std::size_t>(found[s].group)], mask[s], cap)
+                   : coupled_class_of(found[s].group, mask[s], cap,
+                                      s == 0 ? ClassRef{-1, -1} : ClassRef{found[s - 1].group, found[s - 1].cls});
   }
   const std::int32_t slot = table_.open(std::move(on_done));
   if (paths_.size() < table_.slots()) paths_.emplace_back();
@@ -152,6 +156,7 @@ void GroupSharing::settle_entered() {
     schedule_group(gi);
   }
   dirty_.clear();
+  if (coupled_) cascade();
 }
 
 void GroupSharing::enter_transfer(std::int32_t slot) {
@@ -196,6 +201,18 @@ void GroupSharing::advance(Group& g) {
 }
 
 void GroupSharing::solve(std::int32_t gi) {
+  if (!coupled_) {
+    solve_local(gi);
+    return;
+  }
+  const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  if (gc.leads) keep_rates(gi);
+  if (gc.follows) solve_coupled(gi);
+  else solve_local(gi);
+  if (gc.leads) tell_followers(gi);
+}
+
+void GroupSharing::solve_local(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   const std::size_t nlinks = g.links.size();
   // Most solves find one class with flows (a GPU's RDMA flows while its kernel sends across nodes):
@@ -350,6 +367,7 @@ void GroupSharing::group_event(std::int32_t gi) {
   }
   solve(gi);
   schedule_group(gi);
+  if (coupled_) cascade();
   // The flows' callbacks may start flows in this group: its state is settled first. They never run a
   // group's event, so ended_ is not touched while it is walked.
   for (std::size_t k = 0; k < ended_.size(); ++k) table_.bound_met(ended_[k]);

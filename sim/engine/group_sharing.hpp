@@ -26,10 +26,20 @@
 // (LinkEnds), earliest first. A flow that starts or ends re-solves its groups' few classes and moves
 // each group's next end (one event a group); no other flow is touched. A flow costs O(groups x log n),
 // and a token message crosses two groups where per_link counts four links.
+//
+// Coupled (group_coupling.cpp): the groups named by couple_group_of follow. There a flow's class is
+// also keyed by the class it belongs to in the group before it on its route (its leader), and is
+// capped at the leader's rate, so that a receiving side moves only what its sender sends (a relay's
+// sides chain so). A leader whose rate moves tells its followers, and the followers its move changes
+// re-solve, in a cascade. This closes local's early error where skewed traffic meets, at the cost
+// of a following group's many classes (one per sending GPU) and of the cascade; a tenth of the
+// GPUs, the busiest, is enough on the layers measured (docs/performance.md, "coupled").
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -48,7 +58,15 @@ class GroupSharing {
   static constexpr int kMaxGroupLinks = 16;
   static constexpr std::uint32_t kNoBatch = 0xffff'ffff;
 
-  explicit GroupSharing(EventQueue& queue);
+  /// `coupled`: each group a flow crosses after its first is capped at the rate the group before
+  /// it on the route gives the flow (group_coupling.cpp); otherwise the groups run on their own.
+  explicit GroupSharing(EventQueue& queue, bool coupled = false);
+  /// coupled: the group of `link` (add_link's) follows: each flow's class there is capped at the
+  /// rate of the group before it on the flow's route. Before the first flow; other groups run on
+  /// their own, as under local.
+  void couple_group_of(int link);
+  /// Whether the group of `link` follows (std::out_of_range for an unknown link).
+  bool follows(int link) const;
 
   /// Makes room for `flows` flows at once (FlowNetwork::reserve_flows).
   void reserve_flows(std::size_t flows);
@@ -96,6 +114,32 @@ class GroupSharing {
     Time_ps since_ps = 0;    ///< when it last went from no flow to some
     std::uint32_t flows = 0; ///< flows on it
   };
+  /// A class of one group, named from outside it.
+  struct ClassRef {
+    std::int32_t group;
+    std::int32_t cls;
+  };
+  /// coupled: what a class follows and what follows it, parallel to Group::classes.
+  struct Coupling {
+    ClassRef leader{-1, -1};           ///< the class of the group before it on its flows' route
+    std::vector<ClassRef> followers;   ///< classes whose leader it is
+    /// Its leader's rate as the leader last told it (bytes per ps); +inf while the leader has no
+    /// flows. Kept here so that a solve reads its own group alone.
+    double leader_rate = std::numeric_limits<double>::infinity();
+    bool leader_bound = false;         ///< its rate is its leader's, as last solved
+  };
+  /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
+  struct GroupCoupling {
+    std::vector<Coupling> classes;    ///< parallel to Group::classes
+    /// Every class, by cap as last solved; the caps move a little between solves, so an insertion
+    /// sort keeps it in order at little more than a pass.
+    std::vector<std::int32_t> order;
+    std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
+    std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
+    bool queued = false;              ///< waiting in the cascade's list
+    bool follows = false;             ///< its classes follow the groups before them
+    bool leads = false;               ///< some class of it has followers
+  };
   struct Group {
     std::vector<LinkState> links;     ///< bit b of a class's mask is links[b]
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
@@ -141,6 +185,19 @@ class GroupSharing {
   }
   friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
+  // ---- coupled (group_coupling.cpp) ----
+  /// The class of `group` for a flow crossing `mask` under `cap` that follows `leader`.
+  std::int32_t coupled_class_of(std::int32_t group, std::uint32_t mask, double cap, ClassRef leader);
+  /// Max-min over the group's classes under their coupled caps (progressive filling, the caps in
+  /// sorted order), then its links' loads; notes which classes their leaders hold.
+  void solve_coupled(std::int32_t group);
+  /// Before a leading group's solve: its classes' rates (-1 for a class without flows).
+  void keep_rates(std::int32_t group);
+  /// After it: each class whose rate moved tells its followers, and queues those it changes.
+  void tell_followers(std::int32_t group);
+  /// Re-solves the followers of classes whose rate moved in the groups solved since the last call,
+  /// and theirs in turn, until none moves (a group at most kCascadeVisits times).
+  void cascade();
   /// After its latency: the flow joins its groups' classes (FlowTable).
   void enter_transfer(std::int32_t slot);
   /// Once the flows due at one instant entered: each group they joined puts its classes' batches in
@@ -148,8 +205,11 @@ class GroupSharing {
   void settle_entered();
   /// Moves the group's clocks (and its links' bytes) to now at the rates last solved.
   void advance(Group& group);
-  /// Max-min over the group's classes (progressive filling), then its links' loads and busy times.
+  /// Re-solves the group: solve_local, or in a following group solve_coupled; a leading group then
+  /// tells its followers.
   void solve(std::int32_t group);
+  /// Max-min over the group's classes (progressive filling), then its links' loads and busy times.
+  void solve_local(std::int32_t group);
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
   void settle_links(Group& group);
   /// A link's new load and flow count, opening or closing its busy period.
@@ -158,6 +218,7 @@ class GroupSharing {
   void group_event(std::int32_t group);
 
   EventQueue& queue_;
+  bool coupled_ = false;
   FlowTable<GroupSharing> table_;
   std::vector<LinkPlace> links_;
   std::vector<Group> groups_;
@@ -169,6 +230,26 @@ class GroupSharing {
   std::vector<LinkEnd> settle_scratch_;
   std::vector<Segment> seg_scratch_;         ///< start_flow's: the groups a route crosses
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group
+  // coupled: a class by its group, leader, links and cap (a following group has one per sending
+  // GPU: a scan of its classes, as class_of does, would be a hundred lines at wide EP).
+  struct ClassKey {
+    std::int32_t group, leader_group, leader_cls;
+    std::uint32_t mask;
+    double cap;
+    bool operator==(const ClassKey& o) const {
+      return group == o.group && leader_group == o.leader_group && leader_cls == o.leader_cls && mask == o.mask &&
+             cap == o.cap;
+    }
+  };
+  struct ClassKeyHash {
+    std::size_t operator()(const ClassKey& k) const;
+  };
+  std::unordered_map<ClassKey, std::int32_t, ClassKeyHash> coupled_classes_;
+  std::vector<GroupCoupling> coupling_;     ///< parallel to groups_
+  std::vector<double> old_rates_;           ///< keep_rates's, for tell_followers: the rates before a solve
+  std::vector<double> caps_;                ///< solve_coupled's: each class's cap
+  std::vector<std::int32_t> worklist_;      ///< cascade's: groups to re-solve
+  std::uint32_t cascade_stamp_ = 0;
 };
 
 }  // namespace epsim

@@ -19,6 +19,7 @@ const char* to_string(BandwidthSharing sharing) {
     case BandwidthSharing::epochs: return "epochs";
     case BandwidthSharing::per_link: return "per_link";
     case BandwidthSharing::local: return "local";
+    case BandwidthSharing::coupled: return "coupled";
     case BandwidthSharing::automatic: return "auto";
   }
   return "exact";

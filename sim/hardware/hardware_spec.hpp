@@ -103,8 +103,8 @@ struct EpBackendSpec {
 };
 
 /// How the engine shares link bandwidth between flows (docs/config.md, `engine`; docs/performance.md).
-enum class BandwidthSharing { exact, epochs, per_link, local, automatic };
-/// "exact", "epochs", "per_link", "local" or "auto" (automatic), as written in a hardware file.
+enum class BandwidthSharing { exact, epochs, per_link, local, coupled, automatic };
+/// "exact", "epochs", "per_link", "local", "coupled" or "auto" (automatic), as written in a hardware file.
 const char* to_string(BandwidthSharing sharing);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
@@ -114,6 +114,9 @@ struct EngineSpec {
   /// per_link: each link shares itself equally among its flows on its own, not max-min (the coarse
   /// model for wide EP, sim/engine/per_link_sharing.hpp). local: max-min within each GPU's sending
   /// links and within its receiving links, each side on its own (sim/engine/group_sharing.hpp).
+  /// coupled: local, with the sending and receiving links of the busiest GPUs (coupled_gpus of them)
+  /// and of those receiving weight syncs held to the rate the links before them on each flow's route
+  /// give it (sim/engine/group_coupling.cpp).
   /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, local beyond (sharing_for).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
   /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
@@ -121,6 +124,10 @@ struct EngineSpec {
   /// and local costs about what per_link does, EP^2, but is 1 to 2.2% early where skewed traffic
   /// meets across the fabric (docs/performance.md, "local").
   int exact_max_gpus = 256;
+  /// coupled: the share of the simulated GPUs whose links follow besides weight syncs' receivers,
+  /// the busiest (LayerRun::couple_busiest); in (0, 1]. A tenth removed nearly all of local's error
+  /// on the layers measured (docs/performance.md, "coupled").
+  double coupled_gpus = 0.1;
   /// epochs: the idle capacity a link may accumulate while re-solves wait, as a fraction of its
   /// busy time (FlowNetwork::Sharing::tolerance).
   double epoch_tolerance = 0.001;

@@ -165,6 +165,14 @@ LinkId Topology::nic_in(int gpu) const { return present(nic_in_, gpu, "nic_in");
 LinkId Topology::pcie_h2d(int gpu) const { return present(pcie_h2d_, gpu, "pcie_h2d"); }
 LinkId Topology::pcie_d2h(int gpu) const { return present(pcie_d2h_, gpu, "pcie_d2h"); }
 
+std::vector<LinkId> Topology::gpu_links(int gpu) const {
+  check_gpu(gpu);
+  std::vector<LinkId> links;
+  for (const std::vector<LinkId>* kind : {&nvlink_out_, &nvlink_in_, &nic_out_, &nic_in_, &pcie_h2d_, &pcie_d2h_, &ep_sms_out_, &ep_sms_in_})
+    if (!kind->empty() && (*kind)[static_cast<std::size_t>(gpu)] >= 0) links.push_back((*kind)[static_cast<std::size_t>(gpu)]);
+  return links;
+}
+
 LinkId Topology::ep_sms_out(int gpu) const {
   check_gpu(gpu);
   if (!has_ep_sm_links()) throw std::logic_error("Topology: no ep_sms_out link (ep_backend.sm_GBps is 0)");

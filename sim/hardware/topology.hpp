@@ -48,6 +48,8 @@ class Topology {
   LinkId ep_sms_out(int gpu) const;
   LinkId ep_sms_in(int gpu) const;
   bool has_ep_sm_links() const { return !ep_sms_out_.empty(); }
+  /// Every link of `gpu` that exists: its ports, PCIe links and SM-limit links, both directions.
+  std::vector<LinkId> gpu_links(int gpu) const;
 
   /// Links an EP-backend message from `src` to `dst` crosses (empty when src == dst), following
   /// hw.ep_backend.internode_route for inter-node pairs: with rail_forward, src's NIC out, the fabric

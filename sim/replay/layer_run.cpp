@@ -16,6 +16,7 @@ LayerRun::LayerRun(SimContext& context, const Plan& plan, const ExchangeFanout& 
       graph_(build_layer_graph(context, plan, stages_)) {
   for (const GemmTask& task : graph_.tasks) ce_weights_pending_.push_back(task.ce_weights);
   init_nodes();
+  couple_busiest();
   result_.routed_gemm_fwd_ps.assign(n_, 0);
   result_.gemm_finish_fwd_ps.assign(n_, 0);
 }
@@ -36,6 +37,62 @@ void LayerRun::init_nodes() {
   planner_ready_.assign(ctx_.topology().num_nodes(), true);
   node_dispatch_left_.assign(ctx_.topology().num_nodes(), 0);
   for (int g = 0; g < n_; ++g) ++node_dispatch_left_[ctx_.topology().node_of(g)];
+}
+
+void LayerRun::couple_busiest() {
+  if (ctx_.network().sharing().mode != FlowNetwork::SharingMode::coupled) return;
+  // How long each GPU's ports are busy over the layer, roughly: the bytes it sends and receives over
+  // NVLink and over its NIC, each over that port's bandwidth. Token legs count in every phase; a
+  // per-node copy crosses the fabric into the source's rail peer in the destination node, which
+  // forwards it over NVLink. Weights and gradients count where they go. The GPUs that receive the
+  // most weight-sync bytes follow besides.
+  const Topology& topo = ctx_.topology();
+  const HardwareSpec& hw = ctx_.hardware();
+  const double nvlink_GBps = hw.nvlink.port_bw_GBps;
+  const double nic_GBps = hw.infiniband.nic_bw_GBps;
+  std::vector<double> busy(static_cast<std::size_t>(n_), 0.0);
+  std::vector<double> synced(static_cast<std::size_t>(n_), 0.0);
+  const auto add = [&](int gpu, double bytes, bool internode) {
+    const double GBps = internode ? nic_GBps : nvlink_GBps;
+    if (GBps > 0) busy[static_cast<std::size_t>(gpu)] += bytes / GBps;
+  };
+  const auto pair = [&](int src, int dst, double bytes, bool forwarded) {
+    const bool internode = !topo.same_node(src, dst);
+    const int peer = internode && forwarded ? topo.forwarding_gpu(src, dst) : -1;
+    if (peer >= 0) {  // the RDMA hop is the node leg's; here the forward inside dst's node
+      if (peer != dst) {
+        add(peer, bytes, false);
+        add(dst, bytes, false);
+      }
+      return;
+    }
+    add(src, bytes, internode);
+    add(dst, bytes, internode);
+  };
+  double per_token = 0;
+  for (const TokenPhase phase : {TokenPhase::dispatch, TokenPhase::combine, TokenPhase::grad_dispatch, TokenPhase::grad_combine})
+    if (phase == TokenPhase::dispatch || phase == TokenPhase::combine || backward_) per_token += ctx_.token_bytes(phase);
+  const bool per_node = fanout_.copies() == TokenCopies::per_node;
+  for (int stage = 0; stage < stages_; ++stage) {
+    for (const LegTokens& leg : fanout_.gpu_legs(stage)) pair(leg.src, leg.dst, leg.tokens * per_token, per_node);
+    for (const LegTokens& leg : fanout_.node_legs(stage)) {
+      const int peer = topo.forwarding_gpu(leg.src, leg.dst * topo.gpus_per_node());
+      if (peer < 0) continue;
+      add(leg.src, leg.tokens * per_token, true);
+      add(peer, leg.tokens * per_token, true);
+    }
+  }
+  for (const Transfer& t : plan_.transfers) {
+    if (t.src_gpu == t.dst_gpu || t.bytes <= 0 || (t.pass == PassKind::backward && !backward_)) continue;
+    pair(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), false);
+    // A weight sync before a dispatch shares its receiver's links with token flows that their
+    // senders' SM limits hold back: the receiver's side must follow them to leave the sync its
+    // share (UltraEP at EP 512, uniform: +3% with the busiest tenth alone, exact with as many of the
+    // syncs' receivers besides).
+    if (t.carrier == Carrier::ep_backend && t.start == TransferStart::before_dispatch)
+      synced[static_cast<std::size_t>(t.dst_gpu)] += static_cast<double>(t.bytes);
+  }
+  ctx_.couple_busiest(busy, synced);
 }
 
 double LayerRun::leg_bytes(const CeLeg& leg, TokenPhase phase) const {

@@ -85,6 +85,8 @@ class LayerRun {
     int open = 0;                           ///< things that must finish before the pass ends
   };
 
+  /// Coupled sharing: the GPUs whose ports are busiest have their links follow (SimContext).
+  void couple_busiest();
   void init_nodes();
   /// The shape of exchange stage `stage`'s token copies (reverse: back to the sources) on `engine`,
   /// in tokens: built on first use and kept, since the backward's exchanges move the forward's pairs.

@@ -42,6 +42,7 @@ SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_g
     case BandwidthSharing::epochs: sharing.mode = FlowNetwork::SharingMode::epochs; break;
     case BandwidthSharing::per_link: sharing.mode = FlowNetwork::SharingMode::per_link; break;
     case BandwidthSharing::local: sharing.mode = FlowNetwork::SharingMode::local; break;
+    case BandwidthSharing::coupled: sharing.mode = FlowNetwork::SharingMode::coupled; break;
   }
   sharing.tolerance = hw.engine.epoch_tolerance;
   network_.set_sharing(sharing);
@@ -52,6 +53,34 @@ SimContext::SimContext(const HardwareSpec& hw, const ModelSpec& model, int num_g
   }
   for (int n = 0; n < topology_.num_nodes(); ++n) hosts_.push_back(std::make_unique<HostCpu>(queue_));
   active_copies_.assign(num_gpus, 0);
+}
+
+void SimContext::couple_busiest(const std::vector<double>& load, const std::vector<double>& synced) {
+  if (network_.sharing().mode != FlowNetwork::SharingMode::coupled) return;
+  const int n = num_gpus();
+  const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(hw_.engine.coupled_gpus * n - 1e-9)));
+  const auto at = [](const std::vector<double>& v, int g) { return static_cast<std::size_t>(g) < v.size() ? v[static_cast<std::size_t>(g)] : 0.0; };
+  // The `count` GPUs first by `key`, ties to the lower GPU.
+  const auto busiest = [&](std::vector<int>& gpus, const std::vector<double>& key) {
+    const std::size_t k = std::min(count, gpus.size());
+    std::partial_sort(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k), gpus.end(), [&](int a, int b) {
+      return at(key, a) > at(key, b) || (at(key, a) == at(key, b) && a < b);
+    });
+    gpus.resize(k);
+  };
+  std::vector<int> syncs, others;
+  for (int g = 0; g < n; ++g) (at(synced, g) > 0 ? syncs : others).push_back(g);
+  busiest(syncs, synced);
+  // The others by load, and those of the syncs' receivers not taken.
+  others.clear();
+  std::vector<char> taken(static_cast<std::size_t>(n), 0);
+  for (const int g : syncs) taken[static_cast<std::size_t>(g)] = 1;
+  for (int g = 0; g < n; ++g)
+    if (taken[static_cast<std::size_t>(g)] == 0) others.push_back(g);
+  busiest(others, load);
+  for (const std::vector<int>* set : {&syncs, &others})
+    for (const int g : *set)
+      for (const LinkId link : topology_.gpu_links(g)) network_.couple_group_of(link);
 }
 
 void SimContext::copies_touching(int gpu, int delta) {

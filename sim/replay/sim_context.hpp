@@ -96,6 +96,11 @@ class SimContext {
   int num_gpus() const { return topology_.num_gpus(); }
   Time_ps now_ps() const { return queue_.now_ps(); }
   Timeline& timeline() { return timeline_; }
+  /// Coupled sharing (engine.bandwidth_sharing: coupled): with k = hardware().engine.coupled_gpus of
+  /// the GPUs (at least one), the links of the k GPUs that receive the most weight-sync bytes
+  /// (`synced`, per GPU) follow, and those of the k busiest others by `load` (per GPU, any unit);
+  /// ties go to the lower GPU. Before the first flow; nothing in other modes.
+  void couple_busiest(const std::vector<double>& load, const std::vector<double>& synced);
   /// Makes room for `transfers` EP messages and flows in flight at once.
   void reserve_transfers(std::size_t transfers) { network_.reserve_flows(transfers); }
   /// Makes room for `more` timeline events beyond those recorded (a pass knows its count up front).

@@ -8,8 +8,8 @@
 // BM_WideEpLayer goes on to EP 2,048 on a model wide enough to hold whole experts at every degree, and
 // counts what the engine did: events run, rate re-solves, flows they covered, rates that moved. Its
 // third argument is the sharing: 0 exact (max-min), 1 per_link (each link shared on its own), 2 local
-// (max-min inside each GPU's sending and receiving links); 1 and 2 count no re-solves, so those
-// counters read 0.
+// (max-min inside each GPU's sending and receiving links), 3 coupled (local, the busiest tenth of the
+// GPUs' links following their senders); 1 to 3 count no re-solves, so those counters read 0.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -133,7 +133,8 @@ void BM_StaticEpLayer(benchmark::State& state) {
 // lognormal_record's over 1,024 experts, the layer of docs/performance.md's "Wide EP" runs.
 void BM_WideEpLayer(benchmark::State& state) {
   const bool lognormal = state.range(1) == 1;
-  const BandwidthSharing sharing = state.range(2) == 2   ? BandwidthSharing::local
+  const BandwidthSharing sharing = state.range(2) == 3   ? BandwidthSharing::coupled
+                                   : state.range(2) == 2 ? BandwidthSharing::local
                                    : state.range(2) == 1 ? BandwidthSharing::per_link
                                                          : BandwidthSharing::exact;
   const StaticLayer layer(
@@ -227,8 +228,8 @@ BENCHMARK(BM_ExchangeFanout)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark
 
 BENCHMARK(BM_WideEpLayer)
     ->ArgNames({"ep", "counts", "sharing"})
-    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0}, {0, 1, 2}})
-    ->ArgsProduct({{256, 512, 1024}, {1}, {0, 1, 2}})
+    ->ArgsProduct({{128, 256, 512, 1024, 2048}, {0}, {0, 1, 2, 3}})
+    ->ArgsProduct({{256, 512, 1024}, {1}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_StaticEpLayer)

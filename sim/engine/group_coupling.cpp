@@ -1,0 +1,220 @@
+// Coupled group sharing (`engine.bandwidth_sharing: coupled`): in the groups chosen to follow, each
+// flow's class is capped at the rate the group before it on the flow's route gives the flow, so that
+// a receiving side never moves bytes its sender has not sent (the model and why: group_sharing.hpp).
+//
+// Followers are told, not asked: a leading group's solve writes each moved class's rate into its
+// followers' records, and queues only the followers that the move changes (one that its leader held,
+// or one whose new leader rate is below its rate: a cap that did not bind and still does not leaves
+// max-min as it was). A follower's solve then reads its own group alone.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "sim/engine/group_sharing.hpp"
+
+namespace epsim {
+
+namespace {
+
+constexpr double kMinRate = 1e-12;  // (as in group_sharing.cpp)
+constexpr double kInf = std::numeric_limits<double>::infinity();
+/// A cascade re-solves one group at most this many times. Groups can follow each other round a
+/// cycle (a relay GPU's receiving side follows a sender whose receiving side follows the relay's
+/// sending side for a flow relayed the other way), where the rates would only approach their fixed
+/// point; the cut leaves a rate of the cycle up to one round behind until the next event there.
+constexpr std::uint32_t kCascadeVisits = 4;
+
+}  // namespace
+
+std::size_t GroupSharing::ClassKeyHash::operator()(const ClassKey& k) const {
+  std::uint64_t cap_bits = 0;
+  static_assert(sizeof cap_bits == sizeof k.cap, "a cap is 64 bits");
+  std::memcpy(&cap_bits, &k.cap, sizeof cap_bits);
+  std::uint64_t h = static_cast<std::uint32_t>(k.group);
+  for (const std::uint64_t part : {static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.leader_group)),
+                                   static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.leader_cls)),
+                                   static_cast<std::uint64_t>(k.mask), cap_bits})
+    h = (h ^ part) * 0x9E3779B97F4A7C15ull;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+void GroupSharing::couple_group_of(int link) {
+  if (link < 0 || static_cast<std::size_t>(link) >= links_.size())
+    throw std::out_of_range("GroupSharing: no link " + std::to_string(link));
+  if (!coupled_) throw std::logic_error("GroupSharing: groups follow only in the coupled model");
+  if (table_.slots() > 0) throw std::logic_error("GroupSharing: groups are coupled before the first flow");
+  coupling_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows = true;
+}
+
+bool GroupSharing::follows(int link) const {
+  if (link < 0 || static_cast<std::size_t>(link) >= links_.size())
+    throw std::out_of_range("GroupSharing: no link " + std::to_string(link));
+  return coupled_ && coupling_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows;
+}
+
+std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask, double cap, ClassRef leader) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  if (!gc.follows) leader = ClassRef{-1, -1};
+  const ClassKey key{gi, leader.group, leader.cls, mask, cap};
+  if (const auto found = coupled_classes_.find(key); found != coupled_classes_.end()) return found->second;
+  g.classes.emplace_back();
+  g.classes.back().mask = mask;
+  g.classes.back().cap = cap;
+  gc.classes.emplace_back();
+  gc.classes.back().leader = leader;
+  const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
+  gc.order.push_back(cls);
+  if (leader.group >= 0) {
+    GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
+    lc.leads = true;
+    lc.classes[static_cast<std::size_t>(leader.cls)].followers.push_back(ClassRef{gi, cls});
+    // Its leader's rate now, while the leader has flows (a leader with flows entering now tells it
+    // again once solved).
+    const Class& l = groups_[static_cast<std::size_t>(leader.group)].classes[static_cast<std::size_t>(leader.cls)];
+    if (!l.ends.empty()) gc.classes.back().leader_rate = l.rate;
+  }
+  coupled_classes_.emplace(key, cls);
+  return cls;
+}
+
+void GroupSharing::solve_coupled(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  const std::size_t nclasses = g.classes.size();
+  const std::size_t nlinks = g.links.size();
+  if (caps_.size() < nclasses) caps_.resize(nclasses);
+  std::size_t active = 0;
+  for (std::size_t c = 0; c < nclasses; ++c) {
+    caps_[c] = std::min(g.classes[c].cap, gc.classes[c].leader_rate);
+    active += g.classes[c].ends.empty() ? 0 : 1;
+  }
+  // Every class by rising cap (ties by class), so that progressive filling meets the caps in turn.
+  // Between two solves of a group one or a few caps moved: insertion sort is about one pass.
+  std::vector<std::int32_t>& order = gc.order;
+  const auto before = [this](std::int32_t a, std::int32_t b) {
+    const double ca = caps_[static_cast<std::size_t>(a)];
+    const double cb = caps_[static_cast<std::size_t>(b)];
+    return ca < cb || (ca == cb && a < b);
+  };
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const std::int32_t c = order[i];
+    std::size_t j = i;
+    for (; j > 0 && before(c, order[j - 1]); --j) order[j] = order[j - 1];
+    order[j] = c;
+  }
+  double residual[kMaxGroupLinks];
+  double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    residual[b] = g.links[b].capacity;
+    unfrozen[b] = 0;
+  }
+  for (Class& k : g.classes) {
+    if (k.ends.empty()) continue;
+    k.rate = -1;  // not frozen yet
+    const double n = k.ends.size();
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) unfrozen[__builtin_ctz(m)] += n;
+  }
+  const auto freeze = [&](Class& k, double level) {
+    k.rate = level;
+    const double n = k.ends.size();
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      residual[b] = std::max(0.0, residual[b] - n * level);
+      unfrozen[b] -= n;
+    }
+  };
+  // Progressive filling: the level rises to the lowest cap not frozen (that class freezes there) or
+  // to the level at which a link fills (its classes freeze there), whichever comes first.
+  std::size_t next = 0;  // in order: every class before it is frozen or has no flows
+  while (active > 0) {
+    double level = kInf;
+    int full = -1;
+    for (std::size_t b = 0; b < nlinks; ++b) {
+      if (unfrozen[b] > 0 && residual[b] / unfrozen[b] < level) {
+        level = residual[b] / unfrozen[b];
+        full = static_cast<int>(b);
+      }
+    }
+    while (next < order.size()) {
+      const Class& k = g.classes[static_cast<std::size_t>(order[next])];
+      if (!k.ends.empty() && k.rate < 0) break;
+      ++next;
+    }
+    if (next < order.size() && caps_[static_cast<std::size_t>(order[next])] < level) {
+      freeze(g.classes[static_cast<std::size_t>(order[next])], std::max(caps_[static_cast<std::size_t>(order[next])], kMinRate));
+      --active;
+      continue;
+    }
+    level = std::max(level, kMinRate);
+    for (Class& k : g.classes) {
+      if (k.ends.empty() || k.rate >= 0 || (k.mask >> full & 1u) == 0) continue;
+      freeze(k, level);
+      --active;
+    }
+  }
+  settle_links(g);
+  for (std::size_t c = 0; c < nclasses; ++c) {
+    const Class& k = g.classes[c];
+    Coupling& cp = gc.classes[c];
+    cp.leader_bound = !k.ends.empty() && cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
+  }
+}
+
+void GroupSharing::keep_rates(std::int32_t gi) {
+  const Group& g = groups_[static_cast<std::size_t>(gi)];
+  if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
+  for (std::size_t c = 0; c < g.classes.size(); ++c) old_rates_[c] = g.classes[c].ends.empty() ? -1 : g.classes[c].rate;
+}
+
+void GroupSharing::tell_followers(std::int32_t gi) {
+  const Group& g = groups_[static_cast<std::size_t>(gi)];
+  const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  for (std::size_t c = 0; c < g.classes.size(); ++c) {
+    const Coupling& cp = gc.classes[c];
+    if (cp.followers.empty()) continue;
+    const Class& k = g.classes[c];
+    const double rate = k.ends.empty() ? -1 : k.rate;
+    if (rate == old_rates_[c]) continue;
+    // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
+    const double lead = k.ends.empty() ? kInf : k.rate;
+    for (const ClassRef f : cp.followers) {
+      GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
+      Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
+      fc.leader_rate = lead;
+      if (fgc.queued) continue;
+      if (!fc.leader_bound) {
+        const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
+        if (fk.ends.empty() || !(lead < fk.rate)) continue;
+      }
+      fgc.queued = true;
+      worklist_.push_back(f.group);
+    }
+  }
+}
+
+void GroupSharing::cascade() {
+  if (worklist_.empty()) return;
+  ++cascade_stamp_;
+  // Breadth-first: the groups told in one round are re-solved before those they tell in turn. The
+  // list is read in place while re-solves append to it.
+  for (std::size_t i = 0; i < worklist_.size(); ++i) {
+    const std::int32_t gi = worklist_[i];
+    GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+    gc.queued = false;
+    if (gc.cascade_stamp != cascade_stamp_) {
+      gc.cascade_stamp = cascade_stamp_;
+      gc.cascade_visits = 0;
+    }
+    if (gc.cascade_visits >= kCascadeVisits) continue;
+    ++gc.cascade_visits;
+    advance(groups_[static_cast<std::size_t>(gi)]);
+    solve(gi);
+    schedule_group(gi);
+  }
+  worklist_.clear();
+}
+
+}  // namespace epsim

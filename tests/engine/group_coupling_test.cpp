@@ -1,0 +1,273 @@
+// FlowNetwork's coupled mode (GroupSharing with following groups, group_coupling.cpp): local, with
+// the groups named to follow holding each flow to the rate the group before it on its route gives
+// it. Hand-worked cases against exact and local, the choice of the busiest GPUs, its settings and
+// errors, and whole layers against exact where local ends early.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/balancers/ultraep.hpp"
+#include "sim/config/loaders.hpp"
+#include "sim/engine/flow_network.hpp"
+#include "sim/replay/sim_context.hpp"
+#include "sim/replay/simulate_layer.hpp"
+#include "tests/engine/flow_ends.hpp"
+#include "tests/engine/random_layer.hpp"
+#include "tests/test_paths.hpp"
+
+using epsim::EventQueue;
+using epsim::FlowNetwork;
+using epsim::LinkId;
+
+namespace {
+
+constexpr double kNoCap = FlowNetwork::kNoRateCap;
+// 1,000 GB/s is one byte per picosecond, which keeps the hand arithmetic in bytes and ps.
+constexpr double kBytePerPs_GBps = 1000;
+
+using Ends = epsim::test::FlowEnds;
+using Mode = FlowNetwork::SharingMode;
+
+std::string hardware_with(const std::string& name, const std::string& engine_block) {
+  const std::string preset = (epsim::test::source_dir() / "models/h100-sxm-8.yaml").string();
+  std::ifstream in(preset);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = (epsim::test::scratch_dir(name) / "hw.yaml").string();
+  std::ofstream(path) << text << "\nengine:\n" << engine_block;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("coupled: a following receiver moves only the bytes its sender sent, as exact") {
+  // local's head start (group_sharing_test.cpp, "a receiving side runs ahead"). Every link moves
+  // 1 byte/ps and is a group of its own: S1, S2 and X send or receive alone, R receives. At 0 S1
+  // starts f1 (1e6 bytes, to R) and f1x (1e7, to X); at 500,000 ps S2 starts f2 (1e6, to R).
+  // R following: its class of f1 is capped at S1's rate for it, 0.5 byte/ps, so R holds 250,000
+  // bytes of f1 at 500,000 ps, as exact. Then f1 (cap 0.5) and f2 (cap 1) share R: the level 0.5
+  // reaches f1's cap as R fills, both at 0.5. f1 ends at 500,000 + 750,000 / 0.5 = 2,000,000; S2
+  // sends f2 at 1 and is done at 1,500,000, after which R takes f2 at its own pace: 750,000 bytes
+  // by 2,000,000, the last 250,000 alone, 2,250,000. Exact's figures to the picosecond. With no
+  // group following, coupled is local: R runs ahead, f2 ends at 2,000,000.
+  for (const bool follow : {true, false}) {
+    INFO((follow ? "R follows" : "no group follows"));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(Mode::coupled));
+    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+    const LinkId r = net.add_link("R", kBytePerPs_GBps, 2);
+    const LinkId x = net.add_link("X", kBytePerPs_GBps, 3);
+    if (follow) net.couple_group_of(r);
+    CHECK(net.group_follows(r) == follow);
+    CHECK_FALSE(net.group_follows(s1));
+    Ends ends(3);
+    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+    net.start_flow({s1, x}, 1e7, 0, kNoCap, ends.at(1));
+    double r_bytes_at_start = -1;
+    q.schedule(500'000, [&] {
+      r_bytes_at_start = net.link_bytes(r);
+      net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(2));
+    });
+    q.run();
+    CHECK(r_bytes_at_start == doctest::Approx(follow ? 250'000 : 500'000));
+    CHECK(ends.ended[0] == 2'000'000);
+    CHECK(ends.ended[1] == 11'000'000);
+    CHECK(ends.ended[2] == (follow ? 2'250'000 : 2'000'000));
+    CHECK(net.link_bytes(r) == doctest::Approx(2e6));
+  }
+}
+
+TEST_CASE("coupled: caps chain along a relayed route") {
+  // f crosses four groups, S, the relay's receiving side A, its sending side B and the receiver R
+  // (FasterMoE's gradient reductions between rails cross nodes so). S also sends g (1e7) to X, so it
+  // sends f at 0.5 byte/ps. With A, B and R following, each carries f at the rate of the one before
+  // it: 0.5; h, from T to R from 500,000 ps, then meets an R that holds 250,000 bytes of f, and the
+  // case is the one above: f ends at 2,000,000, h at 2,250,000, as under exact. With R alone
+  // following, A and B run ahead at 1 byte/ps and R follows B: R too moves f at 1 until h comes, so
+  // h ends at 2,000,000, as under local.
+  for (const bool chain : {true, false}) {
+    INFO((chain ? "A, B and R follow" : "R alone follows"));
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      if (mode == Mode::exact && !chain) continue;
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+      const LinkId a = net.add_link("A", kBytePerPs_GBps, 1);
+      const LinkId b = net.add_link("B", kBytePerPs_GBps, 2);
+      const LinkId r = net.add_link("R", kBytePerPs_GBps, 3);
+      const LinkId t = net.add_link("T", kBytePerPs_GBps, 4);
+      const LinkId x = net.add_link("X", kBytePerPs_GBps, 5);
+      if (mode == Mode::coupled) {
+        net.couple_group_of(r);
+        if (chain) {
+          net.couple_group_of(a);
+          net.couple_group_of(b);
+        }
+      }
+      Ends ends(3);
+      net.start_flow({s, a, b, r}, 1e6, 0, kNoCap, ends.at(0));
+      net.start_flow({s, x}, 1e7, 0, kNoCap, ends.at(1));
+      q.schedule(500'000, [&] { net.start_flow({t, r}, 1e6, 0, kNoCap, ends.at(2)); });
+      q.run();
+      CHECK(ends.ended[0] == 2'000'000);
+      CHECK(ends.ended[1] == 11'000'000);
+      CHECK(ends.ended[2] == (chain ? 2'250'000 : 2'000'000));
+    }
+  }
+}
+
+TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
+  // S1 sends f (1e6 bytes) to R and g (250,000) to X; every link 1 byte/ps, a group each. S1 gives
+  // each 0.5 byte/ps: g is done at 500,000 ps, and S1 sends f alone from there, at 1: 750,000 bytes
+  // more, f ends at 1,250,000 under exact. R following carries f at S1's rate: 250,000 bytes by
+  // 500,000 (local: 500,000, R running ahead), then 1 byte/ps once S1 tells it its rate moved, and f
+  // ends at 1,250,000 as under exact and local. A cap left at 0.5 would end it at 2,000,000.
+  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
+    INFO((mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local"));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
+    const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(2);
+    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+    net.start_flow({s1, x}, 250'000, 0, kNoCap, ends.at(1));
+    double r_bytes = -1;
+    q.schedule(500'000, [&] { r_bytes = net.link_bytes(r); });
+    q.run();
+    CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 500'000 : 250'000));
+    CHECK(ends.ended[1] == 500'000);
+    CHECK(ends.ended[0] == 1'250'000);
+  }
+}
+
+TEST_CASE("coupled: groups follow only in coupled mode, before the first flow") {
+  EventQueue q;
+  FlowNetwork local(q);
+  local.set_sharing(epsim::test::sharing(Mode::local));
+  const LinkId a = local.add_link("A", kBytePerPs_GBps, 0);
+  CHECK_THROWS_AS(local.couple_group_of(a), std::logic_error);
+  CHECK_FALSE(local.group_follows(a));
+
+  FlowNetwork net(q);
+  net.set_sharing(epsim::test::sharing(Mode::coupled));
+  const LinkId b = net.add_link("B", kBytePerPs_GBps, 0);
+  CHECK_THROWS_AS(net.couple_group_of(7), std::out_of_range);
+  net.start_flow({b}, 100, 0, kNoCap, [](epsim::Time_ps, epsim::Time_ps) {});
+  CHECK_THROWS_AS(net.couple_group_of(b), std::logic_error);
+}
+
+TEST_CASE("coupled: a share of the GPUs by weight syncs received and as many others by load follow, ties to the lower GPU") {
+  using namespace epsim;
+  HardwareSpec hw = load_hardware(hardware_with("coupled_busiest", "  bandwidth_sharing: coupled\n  coupled_gpus: 0.25\n"));
+  hw.nodes = 2;
+  const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-128.yaml").string());
+  SimContext context(hw, model, 16);
+  // A quarter of 16 is four. Weight syncs reach GPUs 12, 13, 14, 15 and 1 (13 and 15 the most, then
+  // 1, 12 and 14 alike): 13, 15, 1 and 12 follow. Then four of the others by load 3, 9, 3, 9, ...:
+  // the 9s tie, and 3, 5, 7 and 9 follow.
+  std::vector<double> load(16);
+  for (int g = 0; g < 16; ++g) load[static_cast<std::size_t>(g)] = g % 2 == 1 ? 9 : 3;
+  std::vector<double> first(16, 0.0);
+  first[12] = first[14] = first[1] = 1e6;
+  first[13] = first[15] = 2e6;
+  context.couple_busiest(load, first);
+  const Topology& topo = context.topology();
+  for (int g = 0; g < 16; ++g) {
+    INFO("GPU " << g);
+    const bool busiest = g == 13 || g == 15 || g == 1 || g == 12 || g == 3 || g == 5 || g == 7 || g == 9;
+    for (const LinkId link : topo.gpu_links(g)) CHECK(context.network().group_follows(link) == busiest);
+  }
+  // Under local, nothing follows (and nothing is asked of the network).
+  hw.engine.bandwidth_sharing = BandwidthSharing::local;
+  SimContext local(hw, model, 16);
+  local.couple_busiest(load, first);
+  CHECK_FALSE(local.network().group_follows(local.topology().nic_in(1)));
+}
+
+TEST_CASE("coupled: engine.bandwidth_sharing coupled and engine.coupled_gpus in a hardware file") {
+  using namespace epsim;
+  const HardwareSpec hw = load_hardware(hardware_with("coupled_hw", "  bandwidth_sharing: coupled\n  coupled_gpus: 0.3\n"));
+  CHECK(hw.engine.bandwidth_sharing == BandwidthSharing::coupled);
+  CHECK(hw.engine.coupled_gpus == doctest::Approx(0.3));
+  CHECK(std::string(to_string(BandwidthSharing::coupled)) == "coupled");
+  CHECK(load_hardware(hardware_with("coupled_default", "  bandwidth_sharing: coupled\n")).engine.coupled_gpus ==
+        doctest::Approx(0.1));
+  for (const char* bad : {"0", "1.5", "-0.1", "a tenth"}) {
+    INFO("coupled_gpus: " << bad);
+    const std::string path = hardware_with("coupled_bad", std::string("  coupled_gpus: ") + bad + "\n");
+    try {
+      load_hardware(path);
+      FAIL("accepted");
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      CHECK(what.find(path) != std::string::npos);
+      CHECK(what.find("coupled_gpus") != std::string::npos);
+    }
+  }
+}
+
+// ---- whole layers against the exact mode -------------------------------------------------------
+
+TEST_CASE("coupled: skewed UltraEP layers within 0.5% of exact, where local ends early") {
+  // local's layers of group_sharing_test.cpp ("skewed UltraEP layers end early"), -1.1 to -2.2%
+  // there: the receiving sides of the hot GPUs run ahead of their senders. With the busiest tenth
+  // of the GPUs following, the measured errors are within 0.1%; the test states 0.5%, the target of
+  // docs/performance.md, and checks that local is further off on the same layers.
+  using namespace epsim;
+  HardwareSpec hw = load_hardware((test::source_dir() / "models/h100-sxm-8.yaml").string());
+  const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-256.yaml").string());
+  const int ep = 128;
+  hw.nodes = ep / hw.gpus_per_node;
+  double worst = 0;
+  double local_worst = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    INFO("seed " << seed);
+    const TraceRecord rec = test::random_record(ep, model.num_experts, 4096, model.top_k, seed);
+    BalancerContext c;
+    c.num_gpus = ep;
+    c.gpus_per_node = hw.gpus_per_node;
+    c.model = &model;
+    c.hardware = &hw;
+    const Plan plan = UltraEp(UltraEpParams{}).plan(rec, c);
+    const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 4096);
+    const auto layer = [&](BandwidthSharing sharing) {
+      hw.engine.bandwidth_sharing = sharing;
+      return static_cast<double>(simulate_layer(hw, model, plan, local, true).layer_ps());
+    };
+    const double exact = layer(BandwidthSharing::exact);
+    const double error = std::abs(layer(BandwidthSharing::coupled) / exact - 1);
+    const double local_error = std::abs(layer(BandwidthSharing::local) / exact - 1);
+    worst = std::max(worst, error);
+    local_worst = std::max(local_worst, local_error);
+    CHECK(error <= 0.005);
+  }
+  CHECK(local_worst > 0.01);
+  MESSAGE("coupled on skewed UltraEP layers at EP 128: worst " << worst << " (local " << local_worst << ")");
+}
+
+TEST_CASE("coupled: static-EP layers on 2 and 8 nodes within 0.5% of exact, as local") {
+  using namespace epsim;
+  HardwareSpec hw = load_hardware((test::source_dir() / "models/h100-sxm-8.yaml").string());
+  const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-128.yaml").string());
+  for (const int ep : {16, 64}) {
+    INFO("EP " << ep);
+    hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
+    hw.ep_backend.token_copies = TokenCopies::per_node;
+    const Plan plan = test::random_static_plan(hw, model, ep, 2048, 1);
+    const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 2048);
+    const test::SharingError error = test::sharing_error(hw, model, plan, local, BandwidthSharing::coupled);
+    CHECK(error.layer <= 0.005);
+    CHECK(error.worst_gpu <= 0.005);
+  }
+}
