@@ -86,10 +86,22 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   const std::size_t nclasses = g.classes.size();
   const std::size_t nlinks = g.links.size();
   if (caps_.size() < nclasses) caps_.resize(nclasses);
+  // One pass: each class's cap, and the flows not yet frozen on each link (every class with flows).
+  double residual[kMaxGroupLinks];
+  double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    residual[b] = g.links[b].capacity;
+    unfrozen[b] = 0;
+  }
   std::size_t active = 0;
   for (std::size_t c = 0; c < nclasses; ++c) {
-    caps_[c] = std::min(g.classes[c].cap, gc.classes[c].leader_rate);
-    active += g.classes[c].ends.empty() ? 0 : 1;
+    Class& k = g.classes[c];
+    caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
+    if (k.ends.empty()) continue;
+    ++active;
+    k.rate = -1;  // not frozen yet
+    const double n = k.ends.size();
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) unfrozen[__builtin_ctz(m)] += n;
   }
   // Every class by rising cap (ties by class), so that progressive filling meets the caps in turn.
   // Between two solves of a group one or a few caps moved: insertion sort is about one pass.
@@ -105,18 +117,6 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     for (; j > 0 && before(c, order[j - 1]); --j) order[j] = order[j - 1];
     order[j] = c;
   }
-  double residual[kMaxGroupLinks];
-  double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
-  for (std::size_t b = 0; b < nlinks; ++b) {
-    residual[b] = g.links[b].capacity;
-    unfrozen[b] = 0;
-  }
-  for (Class& k : g.classes) {
-    if (k.ends.empty()) continue;
-    k.rate = -1;  // not frozen yet
-    const double n = k.ends.size();
-    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) unfrozen[__builtin_ctz(m)] += n;
-  }
   const auto freeze = [&](Class& k, double level) {
     k.rate = level;
     const double n = k.ends.size();
@@ -127,27 +127,26 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     }
   };
   // Progressive filling: the level rises to the lowest cap not frozen (that class freezes there) or
-  // to the level at which a link fills (its classes freeze there), whichever comes first.
+  // to the level at which a link fills (its classes freeze there), whichever comes first. A class
+  // frozen at a cap below a link's level leaves that link a level at least as high (it takes less
+  // than the link's average share), so every cap below the level found freezes before the links'
+  // levels are worked out again: one pass over the links per run of caps, not per cap (a following
+  // group holds a capped class per sending GPU).
   std::size_t next = 0;  // in order: every class before it is frozen or has no flows
   while (active > 0) {
-    double level = kInf;
     int full = -1;
-    for (std::size_t b = 0; b < nlinks; ++b) {
-      if (unfrozen[b] > 0 && residual[b] / unfrozen[b] < level) {
-        level = residual[b] / unfrozen[b];
-        full = static_cast<int>(b);
-      }
-    }
-    while (next < order.size()) {
-      const Class& k = g.classes[static_cast<std::size_t>(order[next])];
-      if (!k.ends.empty() && k.rate < 0) break;
-      ++next;
-    }
-    if (next < order.size() && caps_[static_cast<std::size_t>(order[next])] < level) {
-      freeze(g.classes[static_cast<std::size_t>(order[next])], std::max(caps_[static_cast<std::size_t>(order[next])], kMinRate));
+    double level = fill_level(residual, unfrozen, nlinks, full);
+    bool capped = false;
+    for (; next < order.size() && active > 0; ++next) {
+      Class& k = g.classes[static_cast<std::size_t>(order[next])];
+      if (k.ends.empty() || k.rate >= 0) continue;
+      const double cap = caps_[static_cast<std::size_t>(order[next])];
+      if (!(cap < level)) break;
+      freeze(k, std::max(cap, kMinRate));
       --active;
-      continue;
+      capped = true;
     }
+    if (capped || active == 0) continue;
     level = std::max(level, kMinRate);
     for (Class& k : g.classes) {
       if (k.ends.empty() || k.rate >= 0 || (k.mask >> full & 1u) == 0) continue;

@@ -261,14 +261,8 @@ void GroupSharing::solve_local(std::int32_t gi) {
   // Progressive filling: every unfrozen class rises to the next level at which a link fills (its
   // classes freeze there) or a class reaches its cap. Each step freezes at least one class.
   while (left > 0) {
-    double level = kInf;
     int full = -1;
-    for (std::size_t b = 0; b < nlinks; ++b) {
-      if (unfrozen[b] > 0 && residual[b] / unfrozen[b] < level) {
-        level = residual[b] / unfrozen[b];
-        full = static_cast<int>(b);
-      }
-    }
+    double level = fill_level(residual, unfrozen, nlinks, full);
     Class* capped = nullptr;
     for (Class& c : g.classes) {
       if (!c.ends.empty() && c.rate < 0 && c.cap < level) {

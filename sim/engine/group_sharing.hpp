@@ -210,6 +210,18 @@ class GroupSharing {
   void solve(std::int32_t group);
   /// Max-min over the group's classes (progressive filling), then its links' loads and busy times.
   void solve_local(std::int32_t group);
+  /// Progressive filling's next link level: the least residual / unfrozen flows over the links
+  /// that still carry unfrozen flows, and that link in `full` (kept when none does).
+  static double fill_level(const double* residual, const double* unfrozen, std::size_t links, int& full) {
+    double level = std::numeric_limits<double>::infinity();
+    for (std::size_t b = 0; b < links; ++b) {
+      if (unfrozen[b] > 0 && residual[b] / unfrozen[b] < level) {
+        level = residual[b] / unfrozen[b];
+        full = static_cast<int>(b);
+      }
+    }
+    return level;
+  }
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
   void settle_links(Group& group);
   /// A link's new load and flow count, opening or closing its busy period.
