@@ -68,13 +68,14 @@ void SimContext::couple_busiest(const std::vector<double>& load, const std::vect
     });
     gpus.resize(k);
   };
-  std::vector<int> syncs, others;
-  for (int g = 0; g < n; ++g) (at(synced, g) > 0 ? syncs : others).push_back(g);
+  std::vector<int> syncs;
+  for (int g = 0; g < n; ++g)
+    if (at(synced, g) > 0) syncs.push_back(g);
   busiest(syncs, synced);
-  // The others by load, and those of the syncs' receivers not taken.
-  others.clear();
+  // Then the others by load: every GPU not taken, syncs' receivers beyond the first k included.
   std::vector<char> taken(static_cast<std::size_t>(n), 0);
   for (const int g : syncs) taken[static_cast<std::size_t>(g)] = 1;
+  std::vector<int> others;
   for (int g = 0; g < n; ++g)
     if (taken[static_cast<std::size_t>(g)] == 0) others.push_back(g);
   busiest(others, load);

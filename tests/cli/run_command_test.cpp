@@ -107,7 +107,7 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   CHECK(read_file(dir / "out5/summary.txt")
             .find("\n  bandwidth sharing coupled (local; the links of the busiest 25% of GPUs, and of weight syncs' receivers, following their senders)\n"
                   "    measured against exact: layer time within 0.7%, but one GPU's finish\n"
-                  "    up to 15% off under skewed traffic; for per-GPU stragglers set\n"
+                  "    up to 1.8% off under skewed traffic; for per-GPU stragglers set\n"
                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"coupled\")\n") != std::string::npos);
   CHECK(read_file(dir / "out/summary.txt").find("measured against exact") == std::string::npos);
   CHECK(read_file(dir / "out2/summary.txt").find("measured against exact") == std::string::npos);
