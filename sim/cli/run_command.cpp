@@ -143,7 +143,9 @@ int run_command(const std::vector<std::string>& args) {
   text << "  bandwidth sharing ";
   if (engine.bandwidth_sharing == BandwidthSharing::automatic) {
     text << "auto: " << to_string(sharing) << " at " << spec.ep_degree << " GPUs (exact up to "
-         << engine.exact_max_gpus << ")";
+         << engine.exact_max_gpus;
+    if (engine.coupled_max_gpus > engine.exact_max_gpus) text << ", coupled up to " << engine.coupled_max_gpus;
+    text << ", local beyond)";
   } else {
     text << to_string(sharing);
   }

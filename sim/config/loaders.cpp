@@ -198,6 +198,7 @@ HardwareSpec load_hardware(const std::string& path) {
                                   : sharing == "auto"     ? BandwidthSharing::automatic
                                                           : BandwidthSharing::exact;
     hw.engine.exact_max_gpus = as_int(m->get_int_or("exact_max_gpus", hw.engine.exact_max_gpus, 1, kMaxGpus));
+    hw.engine.coupled_max_gpus = as_int(m->get_int_or("coupled_max_gpus", hw.engine.coupled_max_gpus, 0, kMaxGpus));
     hw.engine.epoch_tolerance = m->get_double_or("epoch_tolerance", hw.engine.epoch_tolerance, 0, 0.1);
     hw.engine.coupled_gpus = m->get_double_or("coupled_gpus", hw.engine.coupled_gpus, 0, 1);
     if (!(hw.engine.coupled_gpus > 0)) m->fail("coupled_gpus", "engine.coupled_gpus must be in (0, 1], the share of GPUs whose links follow");

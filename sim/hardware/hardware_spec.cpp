@@ -27,7 +27,8 @@ const char* to_string(BandwidthSharing sharing) {
 
 BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus) {
   if (engine.bandwidth_sharing != BandwidthSharing::automatic) return engine.bandwidth_sharing;
-  return num_gpus <= engine.exact_max_gpus ? BandwidthSharing::exact : BandwidthSharing::local;
+  if (num_gpus <= engine.exact_max_gpus) return BandwidthSharing::exact;
+  return num_gpus <= engine.coupled_max_gpus ? BandwidthSharing::coupled : BandwidthSharing::local;
 }
 
 }  // namespace epsim

@@ -117,13 +117,19 @@ struct EngineSpec {
   /// coupled: local, with the sending and receiving links of the busiest GPUs (coupled_gpus of them)
   /// and of those receiving weight syncs held to the rate the links before them on each flow's route
   /// give it (sim/engine/group_coupling.cpp).
-  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, local beyond (sharing_for).
+  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, coupled up to coupled_max_gpus,
+  /// local beyond (sharing_for).
   BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
   /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
   /// layer in the layers measured; beyond, exact grows as about EP^4 (minutes a layer at EP 1,024),
   /// and local costs about what per_link does, EP^2, but is 1 to 2.2% early where skewed traffic
   /// meets across the fabric (docs/performance.md, "local").
   int exact_max_gpus = 256;
+  /// auto: the most GPUs simulated with coupled sharing, past exact_max_gpus (none when not above
+  /// it). At EP 512 coupled took 0.4 to 0.7 s a layer, 3 to 5 x local, and removed local's early
+  /// error on UltraEP's layers (1.8% -> 0.06%); at EP 1,024 it takes 4 to 9 s, 8 to 12 x local,
+  /// too much for sweeps of many points (docs/performance.md, "coupled").
+  int coupled_max_gpus = 512;
   /// coupled: the share of the simulated GPUs whose links follow besides weight syncs' receivers,
   /// the busiest (LayerRun::couple_busiest); in (0, 1]. A tenth removed nearly all of local's error
   /// on the layers measured (docs/performance.md, "coupled").

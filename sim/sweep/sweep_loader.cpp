@@ -208,6 +208,11 @@ class PointBuilder {
     hash.add(kPointFormat).add(hw_text).add(model_text);
     hash.add(std::to_string(x.ep_degree)).add(x.placement == Placement::interleaved ? "interleaved" : "contiguous");
     hash.add(std::to_string(x.seed)).add(x.backward ? "backward" : "forward").add(std::to_string(x.max_records));
+    // auto names no mode in the hardware's text; what it resolves to has changed between versions
+    // (coupled, once local, past exact_max_gpus), and a point computed under the old meaning must
+    // not be taken for one under the new.
+    if (x.hardware.engine.bandwidth_sharing == BandwidthSharing::automatic)
+      hash.add(std::string("auto sharing: ") + to_string(sharing_for(x.hardware.engine, x.ep_degree)));
     if (generated) {
       SyntheticOptions o = read_trace_options(trace, base_.sweep_file, x);
       check_synthetic_options(o);

@@ -105,7 +105,8 @@ std::unique_ptr<CreatedFolders> claim_folder(const std::string& dir, const Sweep
       throw InputError(dir, "",
                        "this folder holds the results of another sweep ('" + old.name + "', hash " + old.hash +
                            "; this one: '" + lock.name + "', hash " + lock.hash +
-                           "): the sweep file, a --set value or a file it reads has changed. Pass --restart to remove "
+                           "): the sweep file, a --set value or a file it reads has changed, or the mode "
+                           "engine.bandwidth_sharing: auto picks. Pass --restart to remove "
                            "the results epsim wrote there and start over, or choose another output folder");
     remove_old_results(dir, old);
   } else {

@@ -64,53 +64,47 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(read_file(dir / "out/summary.txt").find("\n  bandwidth sharing exact\n") != std::string::npos);
-  // The same preset with epochs: the mode and its tolerance are named.
-  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
-                                   "engine:\n  bandwidth_sharing: epochs\n  epoch_tolerance: 0.005\n");
+  // The same experiment on the preset with `engine` appended, written to `out`: its summary.
   std::string yaml = experiment_yaml();
   yaml.replace(yaml.find("hardware: "), yaml.find('\n', yaml.find("hardware: ")) - yaml.find("hardware: "),
                "hardware: " + (dir / "hw.yaml").string());
-  yaml.replace(yaml.find("output: out"), 11, "output: out2");
   write_file(dir / "exp2.yaml", yaml);
-  r = run_epsim("run exp2.yaml", dir);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  CHECK(read_file(dir / "out2/summary.txt").find("\n  bandwidth sharing epochs (tolerance 0.005)\n") != std::string::npos);
+  const auto summary_with = [&](const std::string& engine, const std::string& out) {
+    write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") + "engine:\n" + engine);
+    const CliResult run = run_epsim("run exp2.yaml -o " + out, dir);
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    return read_file(dir / out / "summary.txt");
+  };
+  // epochs: the mode and its tolerance are named.
+  const std::string epochs = summary_with("  bandwidth_sharing: epochs\n  epoch_tolerance: 0.005\n", "out2");
+  CHECK(epochs.find("\n  bandwidth sharing epochs (tolerance 0.005)\n") != std::string::npos);
   // per_link says that it is not max-min.
-  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
-                                   "engine:\n  bandwidth_sharing: per_link\n");
-  r = run_epsim("run exp2.yaml -o out3", dir);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  CHECK(read_file(dir / "out3/summary.txt")
+  CHECK(summary_with("  bandwidth_sharing: per_link\n", "out3")
             .find("\n  bandwidth sharing per_link (each link shared on its own, not max-min)\n"
                   "    measured against exact: layer time within 7.3% either way, but one GPU's finish\n") !=
         std::string::npos);
   // local names its model and how far it was measured from exact; exact and epochs say nothing of it.
-  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
-                                   "engine:\n  bandwidth_sharing: local\n");
-  r = run_epsim("run exp2.yaml -o out4", dir);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  const std::string local = read_file(dir / "out4/summary.txt");
-  CHECK(local.find("\n  bandwidth sharing local (max-min within each GPU's sending and receiving links)\n"
-                   "    measured against exact: layer time within 2.2% (early on skewed traffic), but one GPU's finish\n"
-                   "    up to 52% off under skewed traffic; for per-GPU stragglers set\n"
-                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n") !=
-        std::string::npos);
+  CHECK(summary_with("  bandwidth_sharing: local\n", "out4")
+            .find("\n  bandwidth sharing local (max-min within each GPU's sending and receiving links)\n"
+                  "    measured against exact: layer time within 2.2% (early on skewed traffic), but one GPU's finish\n"
+                  "    up to 52% off under skewed traffic; for per-GPU stragglers set\n"
+                  "    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n") != std::string::npos);
   // coupled says how many GPUs follow, and its own measured figures.
-  write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") +
-                                   "engine:\n  bandwidth_sharing: coupled\n  coupled_gpus: 0.25\n");
-  r = run_epsim("run exp2.yaml -o out5", dir);
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  CHECK(read_file(dir / "out5/summary.txt")
+  CHECK(summary_with("  bandwidth_sharing: coupled\n  coupled_gpus: 0.25\n", "out5")
             .find("\n  bandwidth sharing coupled (local; the links of the busiest 25% of GPUs, and of weight syncs' receivers, following their senders)\n"
                   "    measured against exact: layer time within 0.7%, but one GPU's finish\n"
                   "    up to 1.8% off under skewed traffic; for per-GPU stragglers set\n"
                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"coupled\")\n") != std::string::npos);
+  // auto names what it picked at this EP degree (16) and its bounds; coupled_max_gpus 0 leaves no coupled range.
+  CHECK(summary_with("  bandwidth_sharing: auto\n  exact_max_gpus: 8\n", "out6")
+            .find("\n  bandwidth sharing auto: coupled at 16 GPUs (exact up to 8, coupled up to 512, local beyond) (local; "
+                  "the links of the busiest 10% of GPUs") != std::string::npos);
+  CHECK(summary_with("  bandwidth_sharing: auto\n  exact_max_gpus: 8\n  coupled_max_gpus: 0\n", "out7")
+            .find("\n  bandwidth sharing auto: local at 16 GPUs (exact up to 8, local beyond) (max-min within") !=
+        std::string::npos);
   CHECK(read_file(dir / "out/summary.txt").find("measured against exact") == std::string::npos);
-  CHECK(read_file(dir / "out2/summary.txt").find("measured against exact") == std::string::npos);
+  CHECK(epochs.find("measured against exact") == std::string::npos);
 }
 
 TEST_CASE("the same inputs give byte-identical outputs") {

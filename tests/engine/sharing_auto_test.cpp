@@ -1,6 +1,7 @@
 // engine.bandwidth_sharing: auto. Exact max-min sharing up to engine.exact_max_gpus simulated GPUs,
-// local beyond: read from a hardware file, resolved by the GPU count, and what a layer then runs
-// with (the same times, to the picosecond, as the mode it resolves to).
+// coupled up to engine.coupled_max_gpus, local beyond: read from a hardware file, resolved by the GPU
+// count, and what a layer then runs with (the same times, to the picosecond, as the mode it resolves
+// to).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ TEST_CASE("auto sharing: read from a hardware file, with its GPU threshold") {
   const HardwareSpec plain = load_hardware(preset_with_engine("  bandwidth_sharing: auto\n"));
   CHECK(plain.engine.bandwidth_sharing == BandwidthSharing::automatic);
   CHECK(plain.engine.exact_max_gpus == 256);
+  CHECK(plain.engine.coupled_max_gpus == 512);
   CHECK(std::string(to_string(BandwidthSharing::automatic)) == "auto");
   const HardwareSpec set =
       load_hardware(preset_with_engine("  bandwidth_sharing: auto\n  exact_max_gpus: 16\n"));
@@ -41,21 +43,42 @@ TEST_CASE("auto sharing: read from a hardware file, with its GPU threshold") {
   CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: 0\n")), InputError);
   CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: 12.5\n")), InputError);
   CHECK_THROWS_AS(load_hardware(preset_with_engine("  exact_max_gpus: many\n")), InputError);
+  // 0 (or any count not above exact_max_gpus) leaves auto no coupled range.
+  CHECK(load_hardware(preset_with_engine("  coupled_max_gpus: 0\n")).engine.coupled_max_gpus == 0);
+  CHECK(load_hardware(preset_with_engine("  coupled_max_gpus: 2048\n")).engine.coupled_max_gpus == 2048);
+  for (const char* bad : {"  coupled_max_gpus: -1\n", "  coupled_max_gpus: 600.5\n", "  coupled_max_gpus: all\n"}) {
+    INFO(bad);
+    try {
+      load_hardware(preset_with_engine(bad));
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find("coupled_max_gpus") != std::string::npos);
+      CHECK(std::string(e.what()).find("hw.yaml") != std::string::npos);
+    }
+  }
 }
 
-TEST_CASE("auto sharing: exact up to exact_max_gpus, local beyond, other modes whatever the size") {
+TEST_CASE("auto sharing: exact up to exact_max_gpus, coupled up to coupled_max_gpus, local beyond, other modes whatever the size") {
   using namespace epsim;
   EngineSpec engine;
   engine.bandwidth_sharing = BandwidthSharing::automatic;
   CHECK(sharing_for(engine, 1) == BandwidthSharing::exact);
   CHECK(sharing_for(engine, 256) == BandwidthSharing::exact);
-  CHECK(sharing_for(engine, 257) == BandwidthSharing::local);
+  CHECK(sharing_for(engine, 257) == BandwidthSharing::coupled);
+  CHECK(sharing_for(engine, 512) == BandwidthSharing::coupled);
+  CHECK(sharing_for(engine, 513) == BandwidthSharing::local);
   CHECK(sharing_for(engine, 1024) == BandwidthSharing::local);
   engine.exact_max_gpus = 16;
   CHECK(sharing_for(engine, 16) == BandwidthSharing::exact);
-  CHECK(sharing_for(engine, 17) == BandwidthSharing::local);
-  for (const BandwidthSharing fixed :
-       {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link, BandwidthSharing::local}) {
+  CHECK(sharing_for(engine, 17) == BandwidthSharing::coupled);
+  // A coupled bound not above the exact one leaves no coupled range.
+  for (const int none : {0, 8, 16}) {
+    engine.coupled_max_gpus = none;
+    CHECK(sharing_for(engine, 16) == BandwidthSharing::exact);
+    CHECK(sharing_for(engine, 17) == BandwidthSharing::local);
+  }
+  for (const BandwidthSharing fixed : {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link,
+                                       BandwidthSharing::local, BandwidthSharing::coupled}) {
     engine.bandwidth_sharing = fixed;
     CHECK(sharing_for(engine, 8) == fixed);
     CHECK(sharing_for(engine, 2048) == fixed);
@@ -72,16 +95,26 @@ TEST_CASE("auto sharing: a layer runs with the mode its GPU count picks") {
   hw.nodes = std::max(hw.nodes, ep / hw.gpus_per_node);
   const Plan plan = test::random_static_plan(hw, model, ep, 2048, 1);
   const std::vector<std::int64_t> local(static_cast<std::size_t>(ep), 2048);
-  const auto run = [&](BandwidthSharing sharing, int exact_max_gpus) {
+  const auto run = [&](BandwidthSharing sharing, int exact_max_gpus, int coupled_max_gpus = 0) {
     hw.engine.bandwidth_sharing = sharing;
     hw.engine.exact_max_gpus = exact_max_gpus;
+    hw.engine.coupled_max_gpus = coupled_max_gpus;
     return test::gpu_finish(simulate_layer(hw, model, plan, local, true), ep);
   };
   const std::vector<Time_ps> exact = run(BandwidthSharing::exact, 64);
   const std::vector<Time_ps> local_times = run(BandwidthSharing::local, 64);
+  // coupled_gpus 1: every group follows, so that coupled differs from local here for certain.
+  hw.engine.coupled_gpus = 1;
+  const std::vector<Time_ps> coupled_times = run(BandwidthSharing::coupled, 64);
   REQUIRE(exact != local_times);
+  REQUIRE(coupled_times != local_times);
+  REQUIRE(coupled_times != exact);
   CHECK(run(BandwidthSharing::automatic, 32) == exact);
   CHECK(run(BandwidthSharing::automatic, 64) == exact);
   CHECK(run(BandwidthSharing::automatic, 31) == local_times);
   CHECK(run(BandwidthSharing::automatic, 8) == local_times);
+  CHECK(run(BandwidthSharing::automatic, 31, 32) == coupled_times);
+  CHECK(run(BandwidthSharing::automatic, 8, 512) == coupled_times);
+  CHECK(run(BandwidthSharing::automatic, 8, 31) == local_times);
+  CHECK(run(BandwidthSharing::automatic, 32, 512) == exact);
 }
