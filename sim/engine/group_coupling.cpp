@@ -66,7 +66,6 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   gc.classes.emplace_back();
   gc.classes.back().leader = leader;
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
-  gc.order.push_back(cls);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
     lc.leads = true;
@@ -86,24 +85,44 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   const std::size_t nclasses = g.classes.size();
   const std::size_t nlinks = g.links.size();
   if (caps_.size() < nclasses) caps_.resize(nclasses);
-  // One pass: each class's cap, and the flows not yet frozen on each link (every class with flows).
+  // One pass over the classes with flows: each one's cap, the flows not yet frozen on each link, and
+  // what the classes would take from each link at their caps.
   double residual[kMaxGroupLinks];
   double unfrozen[kMaxGroupLinks];  // flows of classes not yet frozen on each link
   for (std::size_t b = 0; b < nlinks; ++b) {
     residual[b] = g.links[b].capacity;
     unfrozen[b] = 0;
   }
+  double demand[kMaxGroupLinks];
+  for (std::size_t b = 0; b < nlinks; ++b) demand[b] = 0;
   std::size_t active = 0;
-  for (std::size_t c = 0; c < nclasses; ++c) {
+  for (const std::int32_t ci : gc.active) {
+    const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
     caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
-    if (k.ends.empty()) continue;
     ++active;
     k.rate = -1;  // not frozen yet
     const double n = k.ends.size();
-    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) unfrozen[__builtin_ctz(m)] += n;
+    const double at_cap = n * std::max(caps_[c], kMinRate);
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
+      unfrozen[__builtin_ctz(m)] += n;
+      demand[__builtin_ctz(m)] += at_cap;
+    }
   }
-  // Every class by rising cap (ties by class), so that progressive filling meets the caps in turn.
+  // Half the solves of a following group find every link with room for every class at its cap
+  // (a receiver whose senders are slower than it): progressive filling would then freeze each class
+  // at its cap, one by one in cap order, and no link would fill. Those rates are set at once, and
+  // the order is left for the next full solve's insertion sort, which sorts any order. The margin
+  // keeps a link whose demand meets its capacity, up to rounding, for the full solve.
+  bool room = true;
+  for (std::size_t b = 0; b < nlinks && room; ++b) room = demand[b] < g.links[b].capacity * (1 - 1e-9);
+  if (room) {
+    for (const std::int32_t c : gc.active)
+      g.classes[static_cast<std::size_t>(c)].rate = std::max(caps_[static_cast<std::size_t>(c)], kMinRate);
+    active = 0;
+  }
+  // The classes with flows by rising cap (ties by class), so that progressive filling meets the caps
+  // in turn.
   // Between two solves of a group one or a few caps moved: insertion sort is about one pass.
   std::vector<std::int32_t>& order = gc.order;
   const auto before = [this](std::int32_t a, std::int32_t b) {
@@ -111,7 +130,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     const double cb = caps_[static_cast<std::size_t>(b)];
     return ca < cb || (ca == cb && a < b);
   };
-  for (std::size_t i = 1; i < order.size(); ++i) {
+  for (std::size_t i = 1; i < order.size() && !room; ++i) {
     const std::int32_t c = order[i];
     std::size_t j = i;
     for (; j > 0 && before(c, order[j - 1]); --j) order[j] = order[j - 1];
@@ -148,18 +167,46 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     }
     if (capped || active == 0) continue;
     level = std::max(level, kMinRate);
-    for (Class& k : g.classes) {
-      if (k.ends.empty() || k.rate >= 0 || (k.mask >> full & 1u) == 0) continue;
+    for (const std::int32_t c : gc.active) {
+      Class& k = g.classes[static_cast<std::size_t>(c)];
+      if (k.rate >= 0 || (k.mask >> full & 1u) == 0) continue;
       freeze(k, level);
       --active;
     }
   }
-  settle_links(g);
-  for (std::size_t c = 0; c < nclasses; ++c) {
-    const Class& k = g.classes[c];
-    Coupling& cp = gc.classes[c];
-    cp.leader_bound = !k.ends.empty() && cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
+  settle_links(gi);
+  // (A class without flows is never held: drop_emptied cleared its flag.)
+  for (const std::int32_t c : gc.active) {
+    const Class& k = g.classes[static_cast<std::size_t>(c)];
+    Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
+    cp.leader_bound = cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
   }
+}
+
+void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  if (!gc.follows) return;
+  Coupling& cp = gc.classes[static_cast<std::size_t>(cls)];
+  if (cp.active) return;
+  cp.active = true;
+  gc.active.insert(std::lower_bound(gc.active.begin(), gc.active.end(), cls), cls);
+  gc.order.push_back(cls);  // (the next solve's insertion sort puts it in its place)
+}
+
+void GroupSharing::drop_emptied(std::int32_t gi) {
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  if (!gc.follows) return;
+  const Group& g = groups_[static_cast<std::size_t>(gi)];
+  const auto emptied = [&](std::int32_t c) { return g.classes[static_cast<std::size_t>(c)].ends.empty(); };
+  for (const std::int32_t c : gc.active) {
+    if (!emptied(c)) continue;
+    Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
+    cp.active = false;
+    cp.leader_bound = false;  // (tell_followers reads it, and solves no longer visit the class)
+  }
+  // Stable, so that both lists keep their order.
+  gc.active.erase(std::remove_if(gc.active.begin(), gc.active.end(), emptied), gc.active.end());
+  gc.order.erase(std::remove_if(gc.order.begin(), gc.order.end(), emptied), gc.order.end());
 }
 
 void GroupSharing::keep_rates(std::int32_t gi) {
@@ -209,7 +256,7 @@ void GroupSharing::cascade() {
     }
     if (gc.cascade_visits >= kCascadeVisits) continue;
     ++gc.cascade_visits;
-    advance(groups_[static_cast<std::size_t>(gi)]);
+    advance(gi);
     solve(gi);
     schedule_group(gi);
   }

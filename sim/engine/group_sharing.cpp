@@ -147,11 +147,11 @@ void GroupSharing::settle_entered() {
   for (const std::int32_t gi : dirty_) {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
-    for (Class& c : g.classes) {
-      if (c.batch_begin == kNoBatch) continue;
+    for_each_class(gi, [this](Class& c) {
+      if (c.batch_begin == kNoBatch) return;
       c.ends.settle(c.batch_begin, settle_scratch_);
       c.batch_begin = kNoBatch;
-    }
+    });
     solve(gi);
     schedule_group(gi);
   }
@@ -171,11 +171,12 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
     const Segment seg = segs[s];
     Group& g = groups_[static_cast<std::size_t>(seg.group)];
     if (!g.dirty) {  // its clocks move to now before its classes change
-      advance(g);
+      advance(seg.group);
       g.dirty = true;
       dirty_.push_back(seg.group);
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
+    if (coupled_ && c.ends.empty()) class_joined(seg.group, seg.cls);
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
     c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
   }
@@ -185,13 +186,14 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
   }
 }
 
-void GroupSharing::advance(Group& g) {
+void GroupSharing::advance(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
   const Time_ps now = queue_.now_ps();
   if (now == g.clock_at_ps) return;
   const double dt = static_cast<double>(now - g.clock_at_ps);
-  for (Class& c : g.classes) {
+  for_each_class(gi, [dt](Class& c) {
     if (!c.ends.empty()) c.clock_bytes += c.rate * dt;
-  }
+  });
   // (A link without flows has no load: its bytes stay as they are.)
   for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
     LinkState& l = g.links[static_cast<std::size_t>(__builtin_ctz(m))];
@@ -284,22 +286,23 @@ void GroupSharing::solve_local(std::int32_t gi) {
       }
     }
   }
-  settle_links(g);
+  settle_links(gi);
 }
 
-void GroupSharing::settle_links(Group& g) {
+void GroupSharing::settle_links(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
   const std::size_t nlinks = g.links.size();
   // The links' loads and busy periods follow from the classes' rates.
   double load[kMaxGroupLinks] = {};
   std::uint32_t flows[kMaxGroupLinks] = {};
-  for (const Class& c : g.classes) {
-    if (c.ends.empty()) continue;
+  for_each_class(gi, [&load, &flows](const Class& c) {
+    if (c.ends.empty()) return;
     for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
       const int b = __builtin_ctz(m);
       load[b] += c.ends.size() * c.rate;
       flows[b] += c.ends.size();
     }
-  }
+  });
   g.loaded = 0;
   for (std::size_t b = 0; b < nlinks; ++b) {
     set_link(g.links[b], load[b], flows[b]);
@@ -320,15 +323,15 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   const Time_ps now = queue_.now_ps();
   Time_ps at = kMaxTime_ps;
   std::int32_t next = -1;
-  for (const Class& c : g.classes) {
-    if (c.ends.empty()) continue;
+  for_each_class(gi, [&](const Class& c) {
+    if (c.ends.empty()) return;
     const double left = c.ends.front().at_bytes - c.clock_bytes - kDoneBytes;
     const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
     if (next < 0 || end < at) {
       at = end;
       next = c.ends.front().slot;
     }
-  }
+  });
   if (next < 0) {
     if (g.event != 0) queue_.cancel(g.event);
     g.event = 0;
@@ -344,9 +347,9 @@ void GroupSharing::schedule_group(std::int32_t gi) {
 void GroupSharing::group_event(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   g.event = 0;
-  advance(g);
+  advance(gi);
   ended_.clear();
-  for (Class& c : g.classes) {
+  for_each_class(gi, [&](Class& c) {
     while (!c.ends.empty() && c.ends.front().at_bytes <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       ended_.push_back(e.slot);
@@ -358,7 +361,8 @@ void GroupSharing::group_event(std::int32_t gi) {
       for (std::uint32_t m = c.mask; m != 0; m &= m - 1)
         g.links[static_cast<std::size_t>(__builtin_ctz(m))].bytes -= over;
     }
-  }
+  });
+  if (coupled_) drop_emptied(gi);  // (after the walk, which was over a following group's list)
   solve(gi);
   schedule_group(gi);
   if (coupled_) cascade();

@@ -127,12 +127,18 @@ class GroupSharing {
     /// flows. Kept here so that a solve reads its own group alone.
     double leader_rate = std::numeric_limits<double>::infinity();
     bool leader_bound = false;         ///< its rate is its leader's, as last solved
+    bool active = false;               ///< a following group's: in GroupCoupling::active
   };
   /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
   struct GroupCoupling {
     std::vector<Coupling> classes;    ///< parallel to Group::classes
-    /// Every class, by cap as last solved; the caps move a little between solves, so an insertion
-    /// sort keeps it in order at little more than a pass.
+    /// A following group's classes with flows, by class index. A following group keeps a class per
+    /// sending GPU for the whole layer (66 at EP 512 near-uniform), of which a solve finds about 38
+    /// with flows: its events and solves pass over these alone, in the order of the full list, so
+    /// that ties and sums come out as over every class.
+    std::vector<std::int32_t> active;
+    /// The same classes, by cap as last solved; the caps move a little between solves, so an
+    /// insertion sort keeps it in order at little more than a pass.
     std::vector<std::int32_t> order;
     std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
     std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
@@ -191,6 +197,22 @@ class GroupSharing {
   /// Max-min over the group's classes under their coupled caps (progressive filling, the caps in
   /// sorted order), then its links' loads; notes which classes their leaders hold.
   void solve_coupled(std::int32_t group);
+  /// Calls `f` on each class of the group that may have flows, in class order: a following group's
+  /// active list, every class elsewhere (local's groups hold a handful).
+  template <class F>
+  void for_each_class(std::int32_t group, F&& f) {
+    Group& g = groups_[static_cast<std::size_t>(group)];
+    if (coupled_ && coupling_[static_cast<std::size_t>(group)].follows) {
+      for (const std::int32_t c : coupling_[static_cast<std::size_t>(group)].active)
+        f(g.classes[static_cast<std::size_t>(c)]);
+      return;
+    }
+    for (Class& c : g.classes) f(c);
+  }
+  /// coupled: a following group's class gains its first flow (enter_transfer).
+  void class_joined(std::int32_t group, std::int32_t cls);
+  /// coupled: a following group's classes that lost their last flow in its event leave its lists.
+  void drop_emptied(std::int32_t group);
   /// Before a leading group's solve: its classes' rates (-1 for a class without flows).
   void keep_rates(std::int32_t group);
   /// After it: each class whose rate moved tells its followers, and queues those it changes.
@@ -204,7 +226,7 @@ class GroupSharing {
   /// order, re-solves and moves its event, once (FlowTable).
   void settle_entered();
   /// Moves the group's clocks (and its links' bytes) to now at the rates last solved.
-  void advance(Group& group);
+  void advance(std::int32_t group);
   /// Re-solves the group: solve_local, or in a following group solve_coupled; a leading group then
   /// tells its followers.
   void solve(std::int32_t group);
@@ -223,7 +245,7 @@ class GroupSharing {
     return level;
   }
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
-  void settle_links(Group& group);
+  void settle_links(std::int32_t group);
   /// A link's new load and flow count, opening or closing its busy period.
   void set_link(LinkState& link, double load, std::uint32_t flows) const;
   void schedule_group(std::int32_t group);

@@ -127,7 +127,7 @@ struct EngineSpec {
   int exact_max_gpus = 256;
   /// auto: the most GPUs simulated with coupled sharing, past exact_max_gpus (none when not above
   /// it). At EP 512 coupled took 0.4 to 0.7 s a layer, 3 to 5 x local, and removed local's early
-  /// error on UltraEP's layers (1.8% -> 0.06%); at EP 1,024 it takes 4 to 9 s, 8 to 12 x local,
+  /// error on UltraEP's layers (1.8% -> 0.06%); at EP 1,024 it takes 3 to 5 s, about 5 x local,
   /// too much for sweeps of many points (docs/performance.md, "coupled").
   int coupled_max_gpus = 512;
   /// coupled: the share of the simulated GPUs whose links follow besides weight syncs' receivers,

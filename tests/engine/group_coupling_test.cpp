@@ -114,6 +114,37 @@ TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
   }
 }
 
+TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
+  // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
+  // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
+  // carries f2 at 0.5 with room to spare: R has carried 750,000 bytes by 1,500,000, as under exact
+  // (local: 1e6, R running f2 at 1 ahead of S). The flows end alike in all three: f2 at 2,000,000,
+  // when S has sent it, and g, alone on S from there, at 2,500,000.
+  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
+    INFO((mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local"));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+    const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
+    const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(3);
+    net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(0));
+    q.schedule(1'000'000, [&] {
+      net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(1));
+      net.start_flow({s, x}, 1e6, 0, kNoCap, ends.at(2));
+    });
+    double r_bytes = -1;
+    q.schedule(1'500'000, [&] { r_bytes = net.link_bytes(r); });
+    q.run();
+    CHECK(ends.ended[0] == 500'000);
+    CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 1e6 : 750'000));
+    CHECK(ends.ended[1] == 2'000'000);
+    CHECK(ends.ended[2] == 2'500'000);
+  }
+}
+
 TEST_CASE("coupled: groups follow only in coupled mode, before the first flow") {
   EventQueue q;
   FlowNetwork local(q);
