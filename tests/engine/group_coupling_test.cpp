@@ -87,39 +87,11 @@ TEST_CASE("coupled: caps chain along a relayed route") {
   }
 }
 
-TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
-  // S1 sends f (1e6 bytes) to R and g (250,000) to X; every link 1 byte/ps, a group each. S1 gives
-  // each 0.5 byte/ps: g is done at 500,000 ps, and S1 sends f alone from there, at 1: 750,000 bytes
-  // more, f ends at 1,250,000 under exact. R following carries f at S1's rate: 250,000 bytes by
-  // 500,000 (local: 500,000, R running ahead), then 1 byte/ps once S1 tells it its rate moved, and f
-  // ends at 1,250,000 as under exact and local. A cap left at 0.5 would end it at 2,000,000.
-  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
-    INFO((mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local"));
-    EventQueue q;
-    FlowNetwork net(q);
-    net.set_sharing(epsim::test::sharing(mode));
-    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
-    const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
-    const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
-    if (mode == Mode::coupled) net.couple_group_of(r);
-    Ends ends(2);
-    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
-    net.start_flow({s1, x}, 250'000, 0, kNoCap, ends.at(1));
-    double r_bytes = -1;
-    q.schedule(500'000, [&] { r_bytes = net.link_bytes(r); });
-    q.run();
-    CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 500'000 : 250'000));
-    CHECK(ends.ended[1] == 500'000);
-    CHECK(ends.ended[0] == 1'250'000);
-  }
-}
-
-TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
-  // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
-  // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
-  // carries f2 at 0.5 with room to spare: R has carried 750,000 bytes by 1,500,000, as under exact
-  // (local: 1e6, R running f2 at 1 ahead of S). The flows end alike in all three: f2 at 2,000,000,
-  // when S has sent it, and g, alone on S from there, at 2,500,000.
+/// One sender S, a receiver R (following under coupled) and another receiver X, every link 1
+/// byte/ps and a group each, under each mode: `run(net, q, s, r, x, ends)` starts the flows and may
+/// schedule more; then the queue runs and `check(mode, ends, r_bytes)` gets R's bytes at `probe_ps`.
+template <class Run, class Check>
+void sender_two_receivers(epsim::Time_ps probe_ps, std::size_t flows, Run&& run, Check&& check) {
   for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
     INFO((mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local"));
     EventQueue q;
@@ -129,20 +101,55 @@ TEST_CASE("coupled: a receiver's class that empties and fills again follows its 
     const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
     const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
     if (mode == Mode::coupled) net.couple_group_of(r);
-    Ends ends(3);
-    net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(0));
-    q.schedule(1'000'000, [&] {
-      net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(1));
-      net.start_flow({s, x}, 1e6, 0, kNoCap, ends.at(2));
-    });
+    Ends ends(flows);
+    run(net, q, s, r, x, ends);
     double r_bytes = -1;
-    q.schedule(1'500'000, [&] { r_bytes = net.link_bytes(r); });
+    q.schedule(probe_ps, [&] { r_bytes = net.link_bytes(r); });
     q.run();
-    CHECK(ends.ended[0] == 500'000);
-    CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 1e6 : 750'000));
-    CHECK(ends.ended[1] == 2'000'000);
-    CHECK(ends.ended[2] == 2'500'000);
+    check(mode, ends, r_bytes);
   }
+}
+
+TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
+  // S sends f (1e6 bytes) to R and g (250,000) to X. S gives each 0.5 byte/ps: g is done at 500,000
+  // ps, and S sends f alone from there, at 1: 750,000 bytes more, f ends at 1,250,000 under exact. R
+  // following carries f at S's rate: 250,000 bytes by 500,000 (local: 500,000, R running ahead),
+  // then 1 byte/ps once S tells it its rate moved, and f ends at 1,250,000 as under exact and local.
+  // A cap left at 0.5 would end it at 2,000,000.
+  sender_two_receivers(
+      500'000, 2,
+      [](FlowNetwork& net, EventQueue&, LinkId s, LinkId r, LinkId x, Ends& ends) {
+        net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
+        net.start_flow({s, x}, 250'000, 0, kNoCap, ends.at(1));
+      },
+      [](Mode mode, const Ends& ends, double r_bytes) {
+        CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 500'000 : 250'000));
+        CHECK(ends.ended[1] == 500'000);
+        CHECK(ends.ended[0] == 1'250'000);
+      });
+}
+
+TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
+  // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
+  // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
+  // carries f2 at 0.5 with room to spare: R has carried 750,000 bytes by 1,500,000, as under exact
+  // (local: 1e6, R running f2 at 1 ahead of S). The flows end alike in all three: f2 at 2,000,000,
+  // when S has sent it, and g, alone on S from there, at 2,500,000.
+  sender_two_receivers(
+      1'500'000, 3,
+      [](FlowNetwork& net, EventQueue& q, LinkId s, LinkId r, LinkId x, Ends& ends) {
+        net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(0));
+        q.schedule(1'000'000, [&net, &ends, s, r, x] {
+          net.start_flow({s, r}, 500'000, 0, kNoCap, ends.at(1));
+          net.start_flow({s, x}, 1e6, 0, kNoCap, ends.at(2));
+        });
+      },
+      [](Mode mode, const Ends& ends, double r_bytes) {
+        CHECK(ends.ended[0] == 500'000);
+        CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 1e6 : 750'000));
+        CHECK(ends.ended[1] == 2'000'000);
+        CHECK(ends.ended[2] == 2'500'000);
+      });
 }
 
 TEST_CASE("coupled: groups follow only in coupled mode, before the first flow") {
