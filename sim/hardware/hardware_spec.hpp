@@ -126,10 +126,11 @@ struct EngineSpec {
   /// meets across the fabric (docs/performance.md, "local").
   int exact_max_gpus = 256;
   /// auto: the most GPUs simulated with coupled sharing, past exact_max_gpus (none when not above
-  /// it). At EP 512 coupled took 0.4 to 0.7 s a layer, 3 to 5 x local, and removed local's early
-  /// error on UltraEP's layers (1.8% -> 0.06%); at EP 1,024 it takes 3 to 5 s, about 5 x local,
-  /// too much for sweeps of many points (docs/performance.md, "coupled").
-  int coupled_max_gpus = 512;
+  /// it). On the wide sweep's layers coupled came to within 0.06% of exact for UltraEP where local
+  /// was 1.7% early, and to -0.9% for the ideal-balance what-if at EP 1,024 where local was -4.5%,
+  /// at 3 to 5 x local's CPU time (0.4 to 0.7 s a layer at EP 512, 3 to 5 s at EP 1,024;
+  /// docs/performance.md, "auto's coupled range").
+  int coupled_max_gpus = 1024;
   /// coupled: the share of the simulated GPUs whose links follow besides weight syncs' receivers,
   /// the busiest (LayerRun::couple_busiest); in (0, 1]. A tenth removed nearly all of local's error
   /// on the layers measured (docs/performance.md, "coupled").

@@ -98,7 +98,7 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"coupled\")\n") != std::string::npos);
   // auto names what it picked at this EP degree (16) and its bounds; coupled_max_gpus 0 leaves no coupled range.
   CHECK(summary_with("  bandwidth_sharing: auto\n  exact_max_gpus: 8\n", "out6")
-            .find("\n  bandwidth sharing auto: coupled at 16 GPUs (exact up to 8, coupled up to 512, local beyond) (local; "
+            .find("\n  bandwidth sharing auto: coupled at 16 GPUs (exact up to 8, coupled up to 1024, local beyond) (local; "
                   "the links of the busiest 10% of GPUs") != std::string::npos);
   CHECK(summary_with("  bandwidth_sharing: auto\n  exact_max_gpus: 8\n  coupled_max_gpus: 0\n", "out7")
             .find("\n  bandwidth sharing auto: local at 16 GPUs (exact up to 8, local beyond) (max-min within") !=

@@ -35,7 +35,7 @@ TEST_CASE("auto sharing: read from a hardware file, with its GPU threshold") {
   const HardwareSpec plain = load_hardware(preset_with_engine("  bandwidth_sharing: auto\n"));
   CHECK(plain.engine.bandwidth_sharing == BandwidthSharing::automatic);
   CHECK(plain.engine.exact_max_gpus == 256);
-  CHECK(plain.engine.coupled_max_gpus == 512);
+  CHECK(plain.engine.coupled_max_gpus == 1024);
   CHECK(std::string(to_string(BandwidthSharing::automatic)) == "auto");
   const HardwareSpec set =
       load_hardware(preset_with_engine("  bandwidth_sharing: auto\n  exact_max_gpus: 16\n"));
@@ -65,9 +65,9 @@ TEST_CASE("auto sharing: exact up to exact_max_gpus, coupled up to coupled_max_g
   CHECK(sharing_for(engine, 1) == BandwidthSharing::exact);
   CHECK(sharing_for(engine, 256) == BandwidthSharing::exact);
   CHECK(sharing_for(engine, 257) == BandwidthSharing::coupled);
-  CHECK(sharing_for(engine, 512) == BandwidthSharing::coupled);
-  CHECK(sharing_for(engine, 513) == BandwidthSharing::local);
-  CHECK(sharing_for(engine, 1024) == BandwidthSharing::local);
+  CHECK(sharing_for(engine, 1024) == BandwidthSharing::coupled);
+  CHECK(sharing_for(engine, 1025) == BandwidthSharing::local);
+  CHECK(sharing_for(engine, 2048) == BandwidthSharing::local);
   engine.exact_max_gpus = 16;
   CHECK(sharing_for(engine, 16) == BandwidthSharing::exact);
   CHECK(sharing_for(engine, 17) == BandwidthSharing::coupled);
