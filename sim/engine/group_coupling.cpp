@@ -122,8 +122,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     active = 0;
   }
   // The classes with flows by rising cap (ties by class), so that progressive filling meets the caps
-  // in turn.
-  // Between two solves of a group one or a few caps moved: insertion sort is about one pass.
+  // in turn. Between two solves of a group one or a few caps moved: insertion sort is about one pass.
   std::vector<std::int32_t>& order = gc.order;
   const auto before = [this](std::int32_t a, std::int32_t b) {
     const double ca = caps_[static_cast<std::size_t>(a)];
@@ -151,14 +150,14 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   // than the link's average share), so every cap below the level found freezes before the links'
   // levels are worked out again: one pass over the links per run of caps, not per cap (a following
   // group holds a capped class per sending GPU).
-  std::size_t next = 0;  // in order: every class before it is frozen or has no flows
+  std::size_t next = 0;  // in order: every class before it is frozen
   while (active > 0) {
     int full = -1;
     double level = fill_level(residual, unfrozen, nlinks, full);
     bool capped = false;
     for (; next < order.size() && active > 0; ++next) {
       Class& k = g.classes[static_cast<std::size_t>(order[next])];
-      if (k.ends.empty() || k.rate >= 0) continue;
+      if (k.rate >= 0) continue;  // (frozen by a link that filled)
       const double cap = caps_[static_cast<std::size_t>(order[next])];
       if (!(cap < level)) break;
       freeze(k, std::max(cap, kMinRate));
