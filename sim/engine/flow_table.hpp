@@ -36,6 +36,9 @@ class FlowTable {
   struct alignas(64) Flow {
     DoneCallback on_done;
     Time_ps started_ps = 0;
+    /// What the callback will read first (open's end_hint), or null: requested when the flow's
+    /// last bound is found met, it arrives while the model settles before the callback runs.
+    const void* end_hint = nullptr;
     std::uint32_t generation = 1;
     std::int32_t bounds_left = 0;  ///< bounds (links, groups, a cap) not met yet
     bool active = false;
@@ -57,6 +60,12 @@ class FlowTable {
   Flow& operator[](std::int32_t slot) { return flows_[static_cast<std::size_t>(slot)]; }
   const Flow& operator[](std::int32_t slot) const { return flows_[static_cast<std::size_t>(slot)]; }
   void prefetch(std::int32_t slot) const { __builtin_prefetch(&flows_[static_cast<std::size_t>(slot)], 1); }
+  /// The flow's entry is read now; if the bound being met is its last, what its callback reads
+  /// first is requested too.
+  void prefetch_end(std::int32_t slot) const {
+    const Flow& f = flows_[static_cast<std::size_t>(slot)];
+    if (f.bounds_left == 1 && f.end_hint != nullptr) __builtin_prefetch(f.end_hint);
+  }
   /// The slot the next open() takes if one is free, else -1: a model that starts flows in bursts
   /// requests it (and its own entry for it) one flow ahead.
   std::int32_t next_free() const { return free_slots_.empty() ? -1 : free_slots_.back(); }
@@ -69,7 +78,8 @@ class FlowTable {
                          " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
   }
   /// A slot for a flow started now; the model fills what it keeps of the flow, then calls wait().
-  std::int32_t open(DoneCallback&& on_done) {
+  /// `end_hint`: an address the callback reads first, or null (FlowNetwork::start_flow).
+  std::int32_t open(DoneCallback&& on_done, const void* end_hint = nullptr) {
     std::int32_t slot;
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
@@ -80,6 +90,7 @@ class FlowTable {
     }
     Flow& f = flows_[static_cast<std::size_t>(slot)];
     f.on_done = std::move(on_done);
+    f.end_hint = end_hint;
     f.started_ps = queue_.now_ps();
     f.active = true;
     f.transferring = false;

@@ -77,7 +77,8 @@ std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap
 }
 
 GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
-                                              double rate_cap_GBps, DoneCallback&& on_done) {
+                                              double rate_cap_GBps, DoneCallback&& on_done,
+                                              const void* end_hint) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
@@ -112,7 +113,7 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
                    : coupled_class_of(found[s].group, mask[s], cap,
                                       s == 0 ? ClassRef{-1, -1} : ClassRef{found[s - 1].group, found[s - 1].cls});
   }
-  const std::int32_t slot = table_.open(std::move(on_done));
+  const std::int32_t slot = table_.open(std::move(on_done), end_hint);
   if (paths_.size() < table_.slots()) paths_.emplace_back();
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   // More groups than fit in the path spill to the pool; a slot keeps its room there for its later
@@ -192,7 +193,11 @@ void GroupSharing::advance(std::int32_t gi) {
   if (now == g.clock_at_ps) return;
   const double dt = static_cast<double>(now - g.clock_at_ps);
   for_each_class(gi, [dt](Class& c) {
-    if (!c.ends.empty()) c.clock_bytes += c.rate * dt;
+    if (c.ends.empty()) return;
+    c.clock_bytes += c.rate * dt;
+    // Its earliest end is read next (the group's event, its schedule), in a line of its own: a
+    // miss at a wide layer's pace, requested here so that it overlaps the links' below.
+    __builtin_prefetch(&c.ends.front());
   });
   // (A link without flows has no load: its bytes stay as they are.)
   for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
@@ -340,6 +345,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   // The flow that ends next here is touched when its end comes: requested now, its line arrives while
   // other events run (as in PerLinkSharing::schedule_link).
   table_.prefetch(next);
+  g.next_slot = next;
   if (g.event != 0 && queue_.reschedule(g.event, at)) return;
   g.event = queue_.schedule(at, [this, gi] { group_event(gi); });
 }
@@ -347,15 +353,19 @@ void GroupSharing::schedule_group(std::int32_t gi) {
 void GroupSharing::group_event(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   g.event = 0;
+  // The flow that ends first was requested when the event was scheduled, long ago at a wide
+  // layer's pace: again now, so that it arrives while the group's clock moves.
+  if (g.next_slot >= 0) table_.prefetch(g.next_slot);
   advance(gi);
   ended_.clear();
   for_each_class(gi, [&](Class& c) {
     while (!c.ends.empty() && c.ends.front().at_bytes <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       ended_.push_back(e.slot);
-      // Its table entry is read once the group is solved and rescheduled below: requested now, it
-      // arrives meanwhile (the request in schedule_group was long ago, at a wide layer's pace).
-      table_.prefetch(e.slot);
+      // Its table entry is read once the group is solved and rescheduled below. It was requested
+      // when this end was scheduled; read now, and with it what the callback reads first if this
+      // group is the flow's last bound, the callback's own miss overlaps the solve.
+      table_.prefetch_end(e.slot);
       // The clock ran up to a picosecond past the flow's end: its links carried exactly its bytes.
       const double over = c.clock_bytes - e.at_bytes;
       for (std::uint32_t m = c.mask; m != 0; m &= m - 1)

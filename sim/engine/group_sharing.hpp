@@ -78,7 +78,7 @@ class GroupSharing {
   /// max-min rate for it, never above `rate_cap_GBps` (infinite: no cap). The callers (FlowNetwork)
   /// check the arguments. `on_done` runs from an event, never inside start_flow.
   FlowId start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps, double rate_cap_GBps,
-                    DoneCallback&& on_done);
+                    DoneCallback&& on_done, const void* end_hint = nullptr);
 
   /// The rate a flow moves at now, GB/s: the smallest rate of the groups still carrying it (its cap
   /// if it crosses none); 0 in its latency phase, once it ended, and for an unknown id.
@@ -151,6 +151,7 @@ class GroupSharing {
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
+    std::int32_t next_slot = -1;      ///< the flow of that end, as scheduled
     /// Its links carrying flows, as last solved (bits of links): the others carry nothing, and
     /// an event of a group whose one class takes two of its four links reads those two alone.
     std::uint32_t loaded = 0;

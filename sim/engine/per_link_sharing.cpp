@@ -40,11 +40,12 @@ void PerLinkSharing::add_link(double capacity_GBps) {
 }
 
 PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
-                                                  double rate_cap_GBps, DoneCallback&& on_done) {
+                                                  double rate_cap_GBps, DoneCallback&& on_done,
+                                                  const void* end_hint) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("PerLinkSharing: a route of " + std::to_string(links.size()) + " links");
-  const std::int32_t slot = table_.open(std::move(on_done));
+  const std::int32_t slot = table_.open(std::move(on_done), end_hint);
   if (paths_.size() < table_.slots()) paths_.emplace_back();
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   if (links.size() > path.hop_capacity) {  // the old segment is abandoned; slots rarely grow
@@ -144,6 +145,7 @@ void PerLinkSharing::link_event(std::int32_t id) {
   ended_.clear();
   while (!l.ends.empty() && l.ends.front().at_bytes <= l.clock_bytes + kDoneBytes) {
     ended_.push_back(l.ends.pop().slot);
+    table_.prefetch_end(ended_.back());  // overlaps the callback's first miss with the reschedule
   }
   if (l.ends.empty()) {
     LinkBusy& busy = busy_[static_cast<std::size_t>(id)];

@@ -171,6 +171,36 @@ TEST_CASE("local: groups run on their own, a group is max-min") {
   }
 }
 
+TEST_CASE("an end hint is only requested: flows end as without it, in every sharing mode") {
+  // The case above, a group each, started with end hints (the addresses the callbacks read first) and
+  // without. Under local the hand-worked ends hold (1,000, 2,000 and 11,500 ps); every mode ends
+  // each flow at the same picosecond with hints as without, and the hinted bytes are untouched.
+  using Mode = FlowNetwork::SharingMode;
+  for (const Mode mode : {Mode::local, Mode::coupled, Mode::per_link, Mode::exact}) {
+    std::vector<Time_ps> ended[2];
+    const double hinted[3] = {1.5, 2.5, 3.5};
+    for (const bool hints : {false, true}) {
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId a = net.add_link("A", kBytePerPs_GBps, 1);
+      const LinkId b = net.add_link("B", kBytePerPs_GBps, 2);
+      Ends ends(3);
+      const auto hint = [&](int k) { return hints ? static_cast<const void*>(&hinted[k]) : nullptr; };
+      net.start_flow({a, b}, 1500, 0, kNoCap, ends.at(0), hint(0));
+      net.start_flow({a}, 500, 0, kNoCap, ends.at(1), hint(1));
+      q.schedule(1000, [&] { net.start_flow({b}, 10000, 0, kNoCap, ends.at(2), hint(2)); });
+      q.run();
+      ended[hints ? 1 : 0] = ends.ended;
+    }
+    INFO("mode " << static_cast<int>(mode));
+    CHECK(ended[1] == ended[0]);
+    if (mode == Mode::local) CHECK(ended[1] == std::vector<Time_ps>{2000, 1000, 11500});
+    CHECK(hinted[0] == 1.5);
+    CHECK(hinted[2] == 3.5);
+  }
+}
+
 TEST_CASE("local: a rate cap is a bound inside the group's max-min, as in exact") {
   // On P (1 byte/ps), c is capped at 0.3 byte/ps and u is not: max-min gives c 0.3 and u the 0.7
   // left. u (1,000 bytes) ends at 1,428.6 -> 1,429 ps; c then stays at its cap and its 1,000 bytes end
