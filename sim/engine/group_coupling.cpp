@@ -65,6 +65,7 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   g.classes.back().cap = cap;
   gc.classes.emplace_back();
   gc.classes.back().leader = leader;
+  gc.front_at.push_back(std::numeric_limits<double>::infinity());
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];

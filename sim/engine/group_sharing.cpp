@@ -148,10 +148,12 @@ void GroupSharing::settle_entered() {
   for (const std::int32_t gi : dirty_) {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
-    for_each_class(gi, [this](Class& c) {
+    double* const fronts = fronts_of(gi);
+    for_each_class(gi, [this, fronts, &g](Class& c) {
       if (c.batch_begin == kNoBatch) return;
       c.ends.settle(c.batch_begin, settle_scratch_);
       c.batch_begin = kNoBatch;
+      refresh_front(fronts, g, c);
     });
     solve(gi);
     schedule_group(gi);
@@ -192,12 +194,16 @@ void GroupSharing::advance(std::int32_t gi) {
   const Time_ps now = queue_.now_ps();
   if (now == g.clock_at_ps) return;
   const double dt = static_cast<double>(now - g.clock_at_ps);
-  for_each_class(gi, [dt](Class& c) {
+  const double* const fronts = fronts_of(gi);
+  for_each_class(gi, [dt, fronts, &g](Class& c) {
     if (c.ends.empty()) return;
     c.clock_bytes += c.rate * dt;
     // Its earliest end is read next (the group's event, its schedule), in a line of its own: a
-    // miss at a wide layer's pace, requested here so that it overlaps the links' below.
-    __builtin_prefetch(&c.ends.front());
+    // miss at a wide layer's pace, requested here so that it overlaps the links' below. A following
+    // group reads its classes' earliest ends from front_at and pops few of its many classes: it
+    // requests the lines of those that end.
+    if (fronts == nullptr || fronts[&c - g.classes.data()] <= c.clock_bytes + kDoneBytes)
+      __builtin_prefetch(&c.ends.front());
   });
   // (A link without flows has no load: its bytes stay as they are.)
   for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
@@ -327,16 +333,19 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   const Time_ps now = queue_.now_ps();
   Time_ps at = kMaxTime_ps;
-  std::int32_t next = -1;
+  const Class* first = nullptr;  // the class whose earliest end comes first (the first such)
+  const double* const fronts = fronts_of(gi);
   for_each_class(gi, [&](const Class& c) {
     if (c.ends.empty()) return;
-    const double left = c.ends.front().at_bytes - c.clock_bytes - kDoneBytes;
+    const double front = fronts != nullptr ? fronts[&c - g.classes.data()] : c.ends.front().at_bytes;
+    const double left = front - c.clock_bytes - kDoneBytes;
     const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
-    if (next < 0 || end < at) {
+    if (first == nullptr || end < at) {
       at = end;
-      next = c.ends.front().slot;
+      first = &c;
     }
   });
+  const std::int32_t next = first == nullptr ? -1 : first->ends.front().slot;
   if (next < 0) {
     if (g.event != 0) queue_.cancel(g.event);
     g.event = 0;
@@ -358,9 +367,12 @@ void GroupSharing::group_event(std::int32_t gi) {
   if (g.next_slot >= 0) table_.prefetch(g.next_slot);
   advance(gi);
   ended_.clear();
+  double* const fronts = fronts_of(gi);
   for_each_class(gi, [&](Class& c) {
-    while (!c.ends.empty() && c.ends.front().at_bytes <= c.clock_bytes + kDoneBytes) {
+    while (!c.ends.empty() &&
+           (fronts != nullptr ? fronts[&c - g.classes.data()] : c.ends.front().at_bytes) <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
+      refresh_front(fronts, g, c);
       ended_.push_back(e.slot);
       // Its table entry is read once the group is solved and rescheduled below. It was requested
       // when this end was scheduled; read now, and with it what the callback reads first if this

@@ -140,6 +140,11 @@ class GroupSharing {
     /// The same classes, by cap as last solved; the caps move a little between solves, so an
     /// insertion sort keeps it in order at little more than a pass.
     std::vector<std::int32_t> order;
+    /// A following group's classes' earliest ends (each class's ends.front().at_bytes, +inf without
+    /// flows), parallel to Group::classes. Its event and its schedule compare every active class's
+    /// earliest end with its clock: in the classes' ends arrays that is a line each, hundreds at wide
+    /// EP, where here they sit side by side. Kept by refresh_front after every pop and batch.
+    std::vector<double> front_at;
     std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
     std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
     bool queued = false;              ///< waiting in the cascade's list
@@ -192,6 +197,18 @@ class GroupSharing {
   }
   friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
+  /// A following group's front_at (GroupCoupling), or null for a group that keeps none.
+  double* fronts_of(std::int32_t group) {
+    if (!coupled_) return nullptr;
+    GroupCoupling& gc = coupling_[static_cast<std::size_t>(group)];
+    return gc.follows ? gc.front_at.data() : nullptr;
+  }
+  /// Class c's entry in `fronts` (fronts_of), if any, after its ends changed.
+  static void refresh_front(double* fronts, const Group& group, const Class& c) {
+    if (fronts == nullptr) return;
+    fronts[&c - group.classes.data()] =
+        c.ends.empty() ? std::numeric_limits<double>::infinity() : c.ends.front().at_bytes;
+  }
   // ---- coupled (group_coupling.cpp) ----
   /// The class of `group` for a flow crossing `mask` under `cap` that follows `leader`.
   std::int32_t coupled_class_of(std::int32_t group, std::uint32_t mask, double cap, ClassRef leader);
