@@ -116,8 +116,9 @@ class FlowNetwork {
   /// over `links` (may be empty: then only the latency and the cap apply) at its max-min fair share,
   /// never above `rate_cap_GBps`. `on_done` runs at completion. A flow over no links with no cap
   /// completes after its latency. `end_hint`, where not null, is an address `on_done` reads first:
-  /// the local model requests it a little before the call (a wide layer's flows end in scattered
-  /// order, and each callback's first read is a miss otherwise); it changes no result.
+  /// the coarse models (per_link, local, coupled) request it a little before the call (a wide
+  /// layer's flows end in scattered order, and each callback's first read is a miss otherwise);
+  /// it changes no result.
   FlowId start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
                     double rate_cap_GBps, DoneCallback on_done, const void* end_hint = nullptr);
 
