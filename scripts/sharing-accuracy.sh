@@ -2,32 +2,37 @@
 # The fast sharing models (per_link, local, or those FAST names) against exact bandwidth sharing on the
 # same layers: one forward + backward layer of a GLM-5-like model with 1,024 experts, static EP (or
 # BALANCER), 4,096 tokens per rank, H100 nodes of 8, for each EP degree and popularity (uniform,
-# log-normal sigma 0.6 with rank skew 0.2, Zipf 1.2). Prints, for each fast model, the layer time under
-# exact and under it, its error, the worst error over every GPU's forward GEMM finish, and each run's
-# CPU time (docs/performance.md, "per_link" and "local").
+# log-normal sigma 0.6 with rank skew 0.2, Zipf 1.2, or those DISTS names). Prints, for each fast
+# model, the layer time under exact and under it, its error, the worst error over every GPU's forward
+# GEMM finish, the range of those errors (earliest to latest), and each run's CPU time
+# (docs/performance.md, "per_link", "local" and "Per GPU at EP 1,024").
 #
 #   scripts/sharing-accuracy.sh [EP ...]          default: 16 32 64 128 256
 #   BALANCER=fastermoe EXPERTS=256 scripts/sharing-accuracy.sh 64
 #   FAST=local scripts/sharing-accuracy.sh 16 64
 #   FAST=coupled COUPLED_GPUS=0.25 scripts/sharing-accuracy.sh 128   (engine.coupled_gpus)
+#   DISTS=lognormal BALANCER=ultraep FAST="local coupled" scripts/sharing-accuracy.sh 1024
+#     (the wide sweep's EP 1,024 record: experiments/sweep-ep-1024.yaml draws the same trace)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 epsim="${EPSIM:-$here/build/epsim}"
 balancer="${BALANCER:-static_ep}"
 experts="${EXPERTS:-1024}"
 read -r -a fast_models <<< "${FAST:-per_link local}"
+read -r -a dists <<< "${DISTS:-uniform lognormal zipf}"
 [[ $# -gt 0 ]] || set -- 16 32 64 128 256
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 sed "s/^num_experts: .*/num_experts: $experts/" "$here/models/glm5-like-256.yaml" > "$work/model.yaml"
-printf '%-5s %-9s %-8s %12s %12s %10s %16s %9s %9s\n' EP traffic model "exact (us)" "model (us)" error "worst GPU error" "exact s" "model s"
+printf '%-5s %-9s %-8s %12s %12s %10s %16s %18s %9s %9s\n' EP traffic model "exact (us)" "model (us)" error "worst GPU error" "GPU errors" "exact s" "model s"
 for ep in "$@"; do
-  for dist in uniform lognormal zipf; do
+  for dist in "${dists[@]}"; do
     case $dist in
       uniform) shape=(--dist uniform) ;;
       lognormal) shape=(--dist lognormal --lognormal-sigma 0.6 --rank-skew 0.2) ;;
       zipf) shape=(--dist zipf --zipf-alpha 1.2) ;;
+      *) echo "sharing-accuracy.sh: DISTS names uniform, lognormal or zipf, got '$dist'" >&2; exit 2 ;;
     esac
     "$epsim" trace generate --ranks "$ep" --experts "$experts" --top-k 8 --tokens-per-rank 4096 --seed 1 \
       "${shape[@]}" -o "$work/t.eptrace" --force > /dev/null
@@ -58,10 +63,14 @@ EOF
     exact=$(col "$work/out-exact/metrics.csv" layer_time_us)
     for fast in "${fast_models[@]}"; do
       fast_us=$(col "$work/out-$fast/metrics.csv" layer_time_us)
-      worst=$(paste -d, <(col "$work/out-exact/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-$fast/gpus.csv" gemm_finish_fwd_us) |
-              awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
-      printf '%-5s %-9s %-8s %12.1f %12.1f %+9.3f%% %16s %9s %9s\n' "$ep" "$dist" "$fast" "$exact" "$fast_us" \
-        "$(awk -v a="$exact" -v b="$fast_us" 'BEGIN { print 100 * (b - a) / a }')" "$worst" \
+      gpu_errors() {
+        paste -d, <(col "$work/out-exact/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-$fast/gpus.csv" gemm_finish_fwd_us)
+      }
+      worst=$(gpu_errors | awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
+      range=$(gpu_errors | awk -F, 'NR == 1 { lo = hi = ($2 - $1) / $1 } { e = ($2 - $1) / $1; if (e < lo) lo = e; if (e > hi) hi = e }
+                                  END { printf "%+.2f..%+.2f%%", 100 * lo, 100 * hi }')
+      printf '%-5s %-9s %-8s %12.1f %12.1f %+9.3f%% %16s %18s %9s %9s\n' "$ep" "$dist" "$fast" "$exact" "$fast_us" \
+        "$(awk -v a="$exact" -v b="$fast_us" 'BEGIN { print 100 * (b - a) / a }')" "$worst" "$range" \
         "$(cat "$work/cpu-exact")" "$(cat "$work/cpu-$fast")"
     done
   done
