@@ -337,8 +337,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   const double* const fronts = fronts_of(gi);
   for_each_class(gi, [&](const Class& c) {
     if (c.ends.empty()) return;
-    const double front = fronts != nullptr ? fronts[&c - g.classes.data()] : c.ends.front().at_bytes;
-    const double left = front - c.clock_bytes - kDoneBytes;
+    const double left = earliest_end(fronts, g, c) - c.clock_bytes - kDoneBytes;
     const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
     if (first == nullptr || end < at) {
       at = end;
@@ -369,8 +368,7 @@ void GroupSharing::group_event(std::int32_t gi) {
   ended_.clear();
   double* const fronts = fronts_of(gi);
   for_each_class(gi, [&](Class& c) {
-    while (!c.ends.empty() &&
-           (fronts != nullptr ? fronts[&c - g.classes.data()] : c.ends.front().at_bytes) <= c.clock_bytes + kDoneBytes) {
+    while (!c.ends.empty() && earliest_end(fronts, g, c) <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       refresh_front(fronts, g, c);
       ended_.push_back(e.slot);

@@ -203,6 +203,11 @@ class GroupSharing {
     GroupCoupling& gc = coupling_[static_cast<std::size_t>(group)];
     return gc.follows ? gc.front_at.data() : nullptr;
   }
+  /// Class c's earliest end, which it must have: from `fronts` (fronts_of) where the group keeps
+  /// them, else from its ends.
+  static double earliest_end(const double* fronts, const Group& group, const Class& c) {
+    return fronts != nullptr ? fronts[&c - group.classes.data()] : c.ends.front().at_bytes;
+  }
   /// Class c's entry in `fronts` (fronts_of), if any, after its ends changed.
   static void refresh_front(double* fronts, const Group& group, const Class& c) {
     if (fronts == nullptr) return;
