@@ -13,6 +13,9 @@
 #   FAST=coupled COUPLED_GPUS=0.25 scripts/sharing-accuracy.sh 128   (engine.coupled_gpus)
 #   DISTS=lognormal BALANCER=ultraep FAST="local coupled" scripts/sharing-accuracy.sh 1024
 #     (the wide sweep's EP 1,024 record: experiments/sweep-ep-1024.yaml draws the same trace)
+#   EXACT_KEEP=DIR ...   keeps each exact run in DIR and reuses it in later calls (exact takes minutes
+#     at EP 1,024; the runs are named by balancer, experts, EP and traffic, so a changed model,
+#     hardware file or exact solver needs a fresh DIR)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 epsim="${EPSIM:-$here/build/epsim}"
@@ -36,7 +39,13 @@ for ep in "$@"; do
     esac
     "$epsim" trace generate --ranks "$ep" --experts "$experts" --top-k 8 --tokens-per-rank 4096 --seed 1 \
       "${shape[@]}" -o "$work/t.eptrace" --force > /dev/null
-    for sharing in exact "${fast_models[@]}"; do
+    exact_dir="$work/out-exact"
+    runs=(exact "${fast_models[@]}")
+    if [[ -n ${EXACT_KEEP:-} ]]; then
+      exact_dir="$EXACT_KEEP/$balancer-$experts-$ep-$dist"
+      [[ -f $exact_dir/metrics.csv && -f $exact_dir/cpu-exact ]] && runs=("${fast_models[@]}")
+    fi
+    for sharing in "${runs[@]}"; do
       sed "s/^nodes: .*/nodes: $(( (ep + 7) / 8 ))/" "$here/models/h100-sxm-8.yaml" > "$work/hw-$sharing.yaml"
       printf 'engine:\n  bandwidth_sharing: %s\n' "$sharing" >> "$work/hw-$sharing.yaml"
       if [[ $sharing == coupled && -n ${COUPLED_GPUS:-} ]]; then
@@ -57,14 +66,21 @@ timeline_records: 0
 EOF
       rm -rf "$work/out-$sharing"
       /usr/bin/time -f %U -o "$work/cpu-$sharing" "$epsim" run "$work/x-$sharing.yaml" --threads 1 > /dev/null
+      if [[ $sharing == exact && -n ${EXACT_KEEP:-} ]]; then
+        mkdir -p "$EXACT_KEEP"
+        rm -rf "$exact_dir"
+        cp -r "$work/out-exact" "$exact_dir"
+        cp "$work/cpu-exact" "$exact_dir/cpu-exact"
+      fi
     done
+    if [[ -n ${EXACT_KEEP:-} ]]; then cp "$exact_dir/cpu-exact" "$work/cpu-exact"; fi
     # layer_time_us of the one record; per GPU, gemm_finish_fwd_us.
     col() { awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == name) c = i; next } { print $c }' "$1"; }
-    exact=$(col "$work/out-exact/metrics.csv" layer_time_us)
+    exact=$(col "$exact_dir/metrics.csv" layer_time_us)
     for fast in "${fast_models[@]}"; do
       fast_us=$(col "$work/out-$fast/metrics.csv" layer_time_us)
       gpu_errors() {
-        paste -d, <(col "$work/out-exact/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-$fast/gpus.csv" gemm_finish_fwd_us)
+        paste -d, <(col "$exact_dir/gpus.csv" gemm_finish_fwd_us) <(col "$work/out-$fast/gpus.csv" gemm_finish_fwd_us)
       }
       worst=$(gpu_errors | awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
       range=$(gpu_errors | awk -F, 'NR == 1 { lo = hi = ($2 - $1) / $1 } { e = ($2 - $1) / $1; if (e < lo) lo = e; if (e > hi) hi = e }
