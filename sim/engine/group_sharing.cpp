@@ -366,12 +366,14 @@ void GroupSharing::group_event(std::int32_t gi) {
   if (g.next_slot >= 0) table_.prefetch(g.next_slot);
   advance(gi);
   ended_.clear();
+  emptied_.clear();
   double* const fronts = fronts_of(gi);
   for_each_class(gi, [&](Class& c) {
     while (!c.ends.empty() && earliest_end(fronts, g, c) <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       refresh_front(fronts, g, c);
       ended_.push_back(e.slot);
+      if (coupled_ && c.ends.empty()) emptied_.push_back(static_cast<std::int32_t>(&c - g.classes.data()));
       // Its table entry is read once the group is solved and rescheduled below. It was requested
       // when this end was scheduled; read now, and with it what the callback reads first if this
       // group is the flow's last bound, the callback's own miss overlaps the solve.
@@ -385,7 +387,10 @@ void GroupSharing::group_event(std::int32_t gi) {
   if (coupled_) drop_emptied(gi);  // (after the walk, which was over a following group's list)
   solve(gi);
   schedule_group(gi);
-  if (coupled_) cascade();
+  if (coupled_) {
+    release_followers(gi);
+    cascade();
+  }
   // The flows' callbacks may start flows in this group: its state is settled first. They never run a
   // group's event, so ended_ is not touched while it is walked.
   for (std::size_t k = 0; k < ended_.size(); ++k) table_.bound_met(ended_[k]);

@@ -31,9 +31,10 @@
 // also keyed by the class it belongs to in the group before it on its route (its leader), and is
 // capped at the leader's rate, so that a receiving side moves only what its sender sends (a relay's
 // sides chain so). A leader whose rate moves tells its followers, and the followers its move changes
-// re-solve, in a cascade. This closes local's early error where skewed traffic meets, at the cost
-// of a following group's many classes (one per sending GPU) and of the cascade; a tenth of the
-// GPUs, the busiest, is enough on the layers measured (docs/performance.md, "coupled").
+// by more than a tolerance (2%) re-solve, in a cascade; the others at their next event. This closes
+// local's early error where skewed traffic meets, at the cost of a following group's many classes
+// (one per sending GPU) and of the cascade; a tenth of the GPUs, the busiest, is enough on the
+// layers measured (docs/performance.md, "coupled").
 #pragma once
 
 #include <cstdint>
@@ -240,6 +241,9 @@ class GroupSharing {
   void keep_rates(std::int32_t group);
   /// After it: each class whose rate moved tells its followers, and queues those it changes.
   void tell_followers(std::int32_t group);
+  /// After a leading group's event: the followers of its classes that lost their last flow there
+  /// (emptied_) are told that their leader has sent everything, and those with flows left re-solve.
+  void release_followers(std::int32_t group);
   /// Re-solves the followers of classes whose rate moved in the groups solved since the last call,
   /// and theirs in turn, until none moves (a group at most kCascadeVisits times).
   void cascade();
@@ -284,6 +288,7 @@ class GroupSharing {
   std::vector<Segment> seg_pool_;  ///< segments of flows crossing more than kInlineSegments groups
   std::vector<std::int32_t> dirty_;       ///< groups joined by the flows entering at this instant
   std::vector<std::int32_t> ended_;       ///< scratch of group_event
+  std::vector<std::int32_t> emptied_;     ///< coupled, group_event's: classes whose last flow ended
   std::vector<LinkEnd> settle_scratch_;
   std::vector<Segment> seg_scratch_;         ///< start_flow's: the groups a route crosses
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group

@@ -129,6 +129,40 @@ TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
       });
 }
 
+TEST_CASE("coupled: a leader's move within the tolerance waits for the follower's next re-solve") {
+  // S (1 byte/ps) sends f (1e6 bytes) to R, which follows, and 59 flows to X (100 byte/ps): g, of
+  // 100,000 bytes, and 58 of 1e6. Each moves at 1/60 byte/ps at S: g ends at 6,000,000 ps, and S
+  // then sends the other 59 at 1/59, a move of 1.7%, within coupled's tolerance (2%): R keeps f at
+  // 1/60. S ends its 59 flows together at 6,000,000 + 900,000 x 59 = 59,100,000, exact's end for f.
+  // S's class then has no flows, which moves R beyond the tolerance: R has carried 59,100,000 / 60
+  // = 985,000 bytes of f and carries the last 15,000 at its own 1 byte/ps, so f ends 15,000 ps
+  // after exact's. The same with g of 400,000 bytes moves S's rate from 1/60 to 1/59 at
+  // 24,000,000 ps, and R likewise ends f at exact's end plus what it lags: 1e6 - 59,400,000 / 60.
+  for (const double g_bytes : {100'000.0, 400'000.0}) {
+    INFO("g of " << g_bytes << " bytes");
+    const epsim::Time_ps s_done = static_cast<epsim::Time_ps>(g_bytes * 60 + (1e6 - g_bytes) * 59);
+    const epsim::Time_ps lag = static_cast<epsim::Time_ps>(1e6 - static_cast<double>(s_done) / 60);
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO((mode == Mode::coupled ? "coupled" : "exact"));
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+      const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
+      const LinkId x = net.add_link("X", 100 * kBytePerPs_GBps, 2);
+      if (mode == Mode::coupled) net.couple_group_of(r);
+      Ends ends(60);
+      net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
+      net.start_flow({s, x}, g_bytes, 0, kNoCap, ends.at(1));
+      for (std::size_t k = 2; k < 60; ++k) net.start_flow({s, x}, 1e6, 0, kNoCap, ends.at(k));
+      q.run();
+      CHECK(ends.ended[1] == static_cast<epsim::Time_ps>(g_bytes * 60));
+      CHECK(ends.ended[2] == s_done);
+      CHECK(ends.ended[0] == (mode == Mode::coupled ? s_done + lag : s_done));
+    }
+  }
+}
+
 TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
   // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
   // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
