@@ -9,7 +9,6 @@
 // group's next event. A follower's solve then reads its own group alone.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -38,18 +37,6 @@ constexpr double kTellTolerance = 2e-2;
 
 }  // namespace
 
-std::size_t GroupSharing::ClassKeyHash::operator()(const ClassKey& k) const {
-  std::uint64_t cap_bits = 0;
-  static_assert(sizeof cap_bits == sizeof k.cap, "a cap is 64 bits");
-  std::memcpy(&cap_bits, &k.cap, sizeof cap_bits);
-  std::uint64_t h = static_cast<std::uint32_t>(k.group);
-  for (const std::uint64_t part : {static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.leader_group)),
-                                   static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.leader_cls)),
-                                   static_cast<std::uint64_t>(k.mask), cap_bits})
-    h = (h ^ part) * 0x9E3779B97F4A7C15ull;
-  return static_cast<std::size_t>(h ^ (h >> 29));
-}
-
 void GroupSharing::couple_group_of(int link) {
   if (link < 0 || static_cast<std::size_t>(link) >= links_.size())
     throw std::out_of_range("GroupSharing: no link " + std::to_string(link));
@@ -68,8 +55,23 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   if (!gc.follows) leader = ClassRef{-1, -1};
-  const ClassKey key{gi, leader.group, leader.cls, mask, cap};
-  if (const auto found = coupled_classes_.find(key); found != coupled_classes_.end()) return found->second;
+  const auto same = [&](std::int32_t c) {
+    const Class& k = g.classes[static_cast<std::size_t>(c)];
+    return k.mask == mask && k.cap == cap;
+  };
+  // A following group holds a class per sending GPU, hundreds at wide EP: a class with a leader is
+  // found among its leader's followers (those of one sender, a few), by group first. A class
+  // without one is among the group's few roots (every class of a group that does not follow).
+  if (leader.group >= 0) {
+    for (const ClassRef f :
+         coupling_[static_cast<std::size_t>(leader.group)].classes[static_cast<std::size_t>(leader.cls)].followers) {
+      if (f.group == gi && same(f.cls)) return f.cls;
+    }
+  } else {
+    for (const std::int32_t c : gc.roots) {
+      if (same(c)) return c;
+    }
+  }
   g.classes.emplace_back();
   g.classes.back().mask = mask;
   g.classes.back().cap = cap;
@@ -85,8 +87,9 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
     // again once solved).
     const Class& l = groups_[static_cast<std::size_t>(leader.group)].classes[static_cast<std::size_t>(leader.cls)];
     if (!l.ends.empty()) gc.classes.back().leader_rate = l.rate;
+  } else {
+    gc.roots.push_back(cls);
   }
-  coupled_classes_.emplace(key, cls);
   return cls;
 }
 

@@ -40,7 +40,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/time.hpp"
@@ -133,6 +132,8 @@ class GroupSharing {
   /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
   struct GroupCoupling {
     std::vector<Coupling> classes;    ///< parallel to Group::classes
+    /// Its classes without a leader (coupled_class_of finds the others through their leader).
+    std::vector<std::int32_t> roots;
     /// A following group's classes with flows, by class index. A following group keeps a class per
     /// sending GPU for the whole layer (66 at EP 512 near-uniform), of which a solve finds about 38
     /// with flows: its events and solves pass over these alone, in the order of the full list, so
@@ -292,21 +293,6 @@ class GroupSharing {
   std::vector<LinkEnd> settle_scratch_;
   std::vector<Segment> seg_scratch_;         ///< start_flow's: the groups a route crosses
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group
-  // coupled: a class by its group, leader, links and cap (a following group has one per sending
-  // GPU: a scan of its classes, as class_of does, would be a hundred lines at wide EP).
-  struct ClassKey {
-    std::int32_t group, leader_group, leader_cls;
-    std::uint32_t mask;
-    double cap;
-    bool operator==(const ClassKey& o) const {
-      return group == o.group && leader_group == o.leader_group && leader_cls == o.leader_cls && mask == o.mask &&
-             cap == o.cap;
-    }
-  };
-  struct ClassKeyHash {
-    std::size_t operator()(const ClassKey& k) const;
-  };
-  std::unordered_map<ClassKey, std::int32_t, ClassKeyHash> coupled_classes_;
   std::vector<GroupCoupling> coupling_;     ///< parallel to groups_
   std::vector<double> old_rates_;           ///< keep_rates's, for tell_followers: the rates before a solve
   std::vector<double> caps_;                ///< solve_coupled's: each class's cap
