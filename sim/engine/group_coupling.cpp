@@ -96,6 +96,8 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
 void GroupSharing::solve_coupled(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  if (gc.room && recap_in_room(gi)) return;
+  gc.recapped.clear();
   const std::size_t nclasses = g.classes.size();
   const std::size_t nlinks = g.links.size();
   if (caps_.size() < nclasses) caps_.resize(nclasses);
@@ -134,7 +136,9 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     for (const std::int32_t c : gc.active)
       g.classes[static_cast<std::size_t>(c)].rate = std::max(caps_[static_cast<std::size_t>(c)], kMinRate);
     active = 0;
+    for (std::size_t b = 0; b < nlinks; ++b) gc.demand[b] = demand[b];
   }
+  gc.room = room;
   // The classes with flows by rising cap (ties by class), so that progressive filling meets the caps
   // in turn. Between two solves of a group one or a few caps moved: insertion sort is about one pass.
   std::vector<std::int32_t>& order = gc.order;
@@ -196,6 +200,47 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   }
 }
 
+bool GroupSharing::recap_in_room(std::int32_t gi) {
+  Group& g = groups_[static_cast<std::size_t>(gi)];
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  const std::size_t nlinks = g.links.size();
+  // Since the last solve, which found room for every class at its cap, no flow entered or left
+  // (either clears gc.room): only the caps of the classes in `recapped` moved. Their new rates are
+  // their new caps if every link still has room for them; the other classes keep theirs.
+  // (A class told twice since is moved once.)
+  std::sort(gc.recapped.begin(), gc.recapped.end());
+  gc.recapped.erase(std::unique(gc.recapped.begin(), gc.recapped.end()), gc.recapped.end());
+  double demand[kMaxGroupLinks];
+  for (std::size_t b = 0; b < nlinks; ++b) demand[b] = gc.demand[b];
+  for (const std::int32_t ci : gc.recapped) {
+    const std::size_t c = static_cast<std::size_t>(ci);
+    const Class& k = g.classes[c];
+    if (k.ends.empty()) continue;
+    const double to = std::max(std::min(k.cap, gc.classes[c].leader_rate), kMinRate);
+    const double n = k.ends.size();
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) demand[__builtin_ctz(m)] += n * (to - k.rate);
+  }
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    if (!(demand[b] < g.links[b].capacity * (1 - 1e-9))) return false;  // a full solve
+  }
+  for (const std::int32_t ci : gc.recapped) {
+    const std::size_t c = static_cast<std::size_t>(ci);
+    Class& k = g.classes[c];
+    if (k.ends.empty()) continue;
+    Coupling& cp = gc.classes[c];
+    k.rate = std::max(std::min(k.cap, cp.leader_rate), kMinRate);
+    cp.leader_bound = cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
+  }
+  gc.recapped.clear();
+  // Every class is at its cap, so each link carries what the classes demand of it.
+  for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
+    const int b = __builtin_ctz(m);
+    gc.demand[b] = demand[b];
+    set_link(g.links[static_cast<std::size_t>(b)], demand[b], g.links[static_cast<std::size_t>(b)].flows);
+  }
+  return true;
+}
+
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   if (!gc.follows) return;
@@ -243,6 +288,7 @@ void GroupSharing::tell_followers(std::int32_t gi) {
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
       fc.leader_rate = lead;
+      if (fgc.room) fgc.recapped.push_back(f.cls);
       if (fgc.queued) continue;
       const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
       if (fk.ends.empty()) continue;
@@ -270,6 +316,7 @@ void GroupSharing::release_followers(std::int32_t gi) {
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
       fc.leader_rate = kInf;
+      if (fgc.room) fgc.recapped.push_back(f.cls);
       if (fgc.queued || !fc.leader_bound) continue;
       fgc.queued = true;
       worklist_.push_back(f.group);

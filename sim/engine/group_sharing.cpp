@@ -179,7 +179,10 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
       dirty_.push_back(seg.group);
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
-    if (coupled_ && c.ends.empty()) class_joined(seg.group, seg.cls);
+    if (coupled_) {
+      coupling_[static_cast<std::size_t>(seg.group)].room = false;  // (a flow joins: a full solve)
+      if (c.ends.empty()) class_joined(seg.group, seg.cls);
+    }
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
     c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
   }
@@ -384,7 +387,10 @@ void GroupSharing::group_event(std::int32_t gi) {
         g.links[static_cast<std::size_t>(__builtin_ctz(m))].bytes -= over;
     }
   });
-  if (coupled_) drop_emptied(gi);  // (after the walk, which was over a following group's list)
+  if (coupled_) {
+    coupling_[static_cast<std::size_t>(gi)].room = false;  // (flows left: a full solve)
+    drop_emptied(gi);  // (after the walk, which was over a following group's list)
+  }
   solve(gi);
   schedule_group(gi);
   if (coupled_) {

@@ -147,6 +147,11 @@ class GroupSharing {
     /// earliest end with its clock: in the classes' ends arrays that is a line each, hundreds at wide
     /// EP, where here they sit side by side. Kept by refresh_front after every pop and batch.
     std::vector<double> front_at;
+    /// Its last solve found room on every link for every class at its cap, and no flow has entered
+    /// or left since: a solve for moved caps alone then moves those classes (recap_in_room).
+    bool room = false;
+    double demand[kMaxGroupLinks] = {};  ///< with room: what its classes take from each link
+    std::vector<std::int32_t> recapped;  ///< with room: classes whose leader rate moved since
     std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
     std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
     bool queued = false;              ///< waiting in the cascade's list
@@ -234,6 +239,10 @@ class GroupSharing {
     }
     for (Class& c : g.classes) f(c);
   }
+  /// coupled: a solve of a following group whose last solve found room and whose caps alone moved
+  /// since: the moved classes take their new caps if every link still has room (true), else
+  /// nothing changes and the full solve runs (false).
+  bool recap_in_room(std::int32_t group);
   /// coupled: a following group's class gains its first flow (enter_transfer).
   void class_joined(std::int32_t group, std::int32_t cls);
   /// coupled: a following group's classes that lost their last flow in its event leave its lists.

@@ -163,6 +163,43 @@ TEST_CASE("coupled: a leader's move within the tolerance waits for the follower'
   }
 }
 
+TEST_CASE("coupled: a receiver with room takes its leader's new rate at once, and one without re-solves") {
+  // S (1 byte/ps) sends f (1e6 bytes) to R and g (250,000) to X (1 byte/ps): 0.5 each until g ends
+  // at 500,000 ps, then f alone at 1. R, following, carries f at S's 0.5 with room to spare. When S
+  // speeds up: an R of 2 byte/ps still has room, so f's class takes S's 1 as it is (no filling; the
+  // recap of a group with room): 750,000 bytes by 1,000,000 and f's end at 1,250,000. An R of 0.8
+  // has no room for 1: the full solve holds f at 0.8, 650,000 bytes by 1,000,000, and f ends at
+  // 500,000 + 750,000 / 0.8 = 1,437,500. Exact gives the same.
+  for (const double r_GBps : {2 * kBytePerPs_GBps, 0.8 * kBytePerPs_GBps}) {
+    const bool room = r_GBps > kBytePerPs_GBps;
+    INFO("R of " << r_GBps / kBytePerPs_GBps << " byte/ps");
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO((mode == Mode::coupled ? "coupled" : "exact"));
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+      const LinkId r = net.add_link("R", r_GBps, 1);
+      const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
+      if (mode == Mode::coupled) net.couple_group_of(r);
+      Ends ends(2);
+      const auto f = net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
+      net.start_flow({s, x}, 250'000, 0, kNoCap, ends.at(1));
+      double r_bytes = -1;
+      double r_rate_GBps = -1;
+      q.schedule(1'000'000, [&] {
+        r_bytes = net.link_bytes(r);
+        r_rate_GBps = net.flow_rate_GBps(f);
+      });
+      q.run();
+      CHECK(ends.ended[1] == 500'000);
+      CHECK(r_bytes == doctest::Approx(room ? 750'000 : 650'000));
+      CHECK(r_rate_GBps == doctest::Approx(room ? kBytePerPs_GBps : 0.8 * kBytePerPs_GBps));
+      CHECK(ends.ended[0] == (room ? 1'250'000 : 1'437'500));
+    }
+  }
+}
+
 TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
   // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
   // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
