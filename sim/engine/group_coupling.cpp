@@ -200,6 +200,16 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   }
 }
 
+void GroupSharing::note_recapped(GroupCoupling& gc, std::int32_t cls) {
+  // A group told of more moves than it has classes with flows before its next solve (its own
+  // event, or a cascade's) would keep a long list: it is solved in full instead.
+  if (gc.recapped.size() >= gc.active.size()) {
+    gc.room = false;
+    return;
+  }
+  gc.recapped.push_back(cls);
+}
+
 bool GroupSharing::recap_in_room(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
@@ -288,10 +298,10 @@ void GroupSharing::tell_followers(std::int32_t gi) {
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
       fc.leader_rate = lead;
-      if (fgc.room) fgc.recapped.push_back(f.cls);
-      if (fgc.queued) continue;
       const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
-      if (fk.ends.empty()) continue;
+      if (fk.ends.empty()) continue;  // (its cap is read when flows join it, by a full solve)
+      if (fgc.room) note_recapped(fgc, f.cls);
+      if (fgc.queued) continue;
       // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its
       // leader held, or one whose new cap is below its rate. Within the tolerance it moves at its
       // rate until its group's next event re-solves it with the cap written here.
@@ -316,8 +326,10 @@ void GroupSharing::release_followers(std::int32_t gi) {
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
       fc.leader_rate = kInf;
-      if (fgc.room) fgc.recapped.push_back(f.cls);
-      if (fgc.queued || !fc.leader_bound) continue;
+      // (A class its leader did not hold is at its own cap, which stays.)
+      if (!fc.leader_bound) continue;
+      if (fgc.room) note_recapped(fgc, f.cls);
+      if (fgc.queued) continue;
       fgc.queued = true;
       worklist_.push_back(f.group);
     }

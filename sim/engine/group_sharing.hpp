@@ -243,6 +243,9 @@ class GroupSharing {
   /// since: the moved classes take their new caps if every link still has room (true), else
   /// nothing changes and the full solve runs (false).
   bool recap_in_room(std::int32_t group);
+  /// coupled: a following group with room (GroupCoupling::room) notes a class whose leader rate
+  /// was written.
+  static void note_recapped(GroupCoupling& gc, std::int32_t cls);
   /// coupled: a following group's class gains its first flow (enter_transfer).
   void class_joined(std::int32_t group, std::int32_t cls);
   /// coupled: a following group's classes that lost their last flow in its event leave its lists.
