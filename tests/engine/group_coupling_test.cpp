@@ -87,25 +87,42 @@ TEST_CASE("coupled: caps chain along a relayed route") {
   }
 }
 
-/// One sender S, a receiver R (following under coupled) and another receiver X, every link 1
-/// byte/ps and a group each, under each mode: `run(net, q, s, r, x, ends)` starts the flows and may
-/// schedule more; then the queue runs and `check(mode, ends, r_bytes)` gets R's bytes at `probe_ps`.
+namespace {
+
+/// One sender S (1 byte/ps), a receiver R (following under coupled) and another receiver X, a
+/// group each.
+struct SenderAndReceivers {
+  EventQueue q;
+  FlowNetwork net{q};
+  LinkId s, r, x;
+  SenderAndReceivers(Mode mode, double r_GBps, double x_GBps) {
+    net.set_sharing(epsim::test::sharing(mode));
+    s = net.add_link("S", kBytePerPs_GBps, 0);
+    r = net.add_link("R", r_GBps, 1);
+    x = net.add_link("X", x_GBps, 2);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+  }
+};
+
+const char* mode_name(Mode mode) {
+  return mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local";
+}
+
+}  // namespace
+
+/// SenderAndReceivers with every link 1 byte/ps, under each mode: `run(net, q, s, r, x, ends)`
+/// starts the flows and may schedule more; then the queue runs and `check(mode, ends, r_bytes)` gets
+/// R's bytes at `probe_ps`.
 template <class Run, class Check>
 void sender_two_receivers(epsim::Time_ps probe_ps, std::size_t flows, Run&& run, Check&& check) {
   for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
-    INFO((mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local"));
-    EventQueue q;
-    FlowNetwork net(q);
-    net.set_sharing(epsim::test::sharing(mode));
-    const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
-    const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
-    const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
-    if (mode == Mode::coupled) net.couple_group_of(r);
+    INFO(mode_name(mode));
+    SenderAndReceivers n(mode, kBytePerPs_GBps, kBytePerPs_GBps);
     Ends ends(flows);
-    run(net, q, s, r, x, ends);
+    run(n.net, n.q, n.s, n.r, n.x, ends);
     double r_bytes = -1;
-    q.schedule(probe_ps, [&] { r_bytes = net.link_bytes(r); });
-    q.run();
+    n.q.schedule(probe_ps, [&] { r_bytes = n.net.link_bytes(n.r); });
+    n.q.run();
     check(mode, ends, r_bytes);
   }
 }
@@ -143,19 +160,13 @@ TEST_CASE("coupled: a leader's move within the tolerance waits for the follower'
     const epsim::Time_ps s_done = static_cast<epsim::Time_ps>(g_bytes * 60 + (1e6 - g_bytes) * 59);
     const epsim::Time_ps lag = static_cast<epsim::Time_ps>(1e6 - static_cast<double>(s_done) / 60);
     for (const Mode mode : {Mode::coupled, Mode::exact}) {
-      INFO((mode == Mode::coupled ? "coupled" : "exact"));
-      EventQueue q;
-      FlowNetwork net(q);
-      net.set_sharing(epsim::test::sharing(mode));
-      const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
-      const LinkId r = net.add_link("R", kBytePerPs_GBps, 1);
-      const LinkId x = net.add_link("X", 100 * kBytePerPs_GBps, 2);
-      if (mode == Mode::coupled) net.couple_group_of(r);
+      INFO(mode_name(mode));
+      SenderAndReceivers n(mode, kBytePerPs_GBps, 100 * kBytePerPs_GBps);
       Ends ends(60);
-      net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
-      net.start_flow({s, x}, g_bytes, 0, kNoCap, ends.at(1));
-      for (std::size_t k = 2; k < 60; ++k) net.start_flow({s, x}, 1e6, 0, kNoCap, ends.at(k));
-      q.run();
+      n.net.start_flow({n.s, n.r}, 1e6, 0, kNoCap, ends.at(0));
+      n.net.start_flow({n.s, n.x}, g_bytes, 0, kNoCap, ends.at(1));
+      for (std::size_t k = 2; k < 60; ++k) n.net.start_flow({n.s, n.x}, 1e6, 0, kNoCap, ends.at(k));
+      n.q.run();
       CHECK(ends.ended[1] == static_cast<epsim::Time_ps>(g_bytes * 60));
       CHECK(ends.ended[2] == s_done);
       CHECK(ends.ended[0] == (mode == Mode::coupled ? s_done + lag : s_done));
@@ -174,24 +185,18 @@ TEST_CASE("coupled: a receiver with room takes its leader's new rate at once, an
     const bool room = r_GBps > kBytePerPs_GBps;
     INFO("R of " << r_GBps / kBytePerPs_GBps << " byte/ps");
     for (const Mode mode : {Mode::coupled, Mode::exact}) {
-      INFO((mode == Mode::coupled ? "coupled" : "exact"));
-      EventQueue q;
-      FlowNetwork net(q);
-      net.set_sharing(epsim::test::sharing(mode));
-      const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
-      const LinkId r = net.add_link("R", r_GBps, 1);
-      const LinkId x = net.add_link("X", kBytePerPs_GBps, 2);
-      if (mode == Mode::coupled) net.couple_group_of(r);
+      INFO(mode_name(mode));
+      SenderAndReceivers n(mode, r_GBps, kBytePerPs_GBps);
       Ends ends(2);
-      const auto f = net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
-      net.start_flow({s, x}, 250'000, 0, kNoCap, ends.at(1));
+      const auto f = n.net.start_flow({n.s, n.r}, 1e6, 0, kNoCap, ends.at(0));
+      n.net.start_flow({n.s, n.x}, 250'000, 0, kNoCap, ends.at(1));
       double r_bytes = -1;
       double r_rate_GBps = -1;
-      q.schedule(1'000'000, [&] {
-        r_bytes = net.link_bytes(r);
-        r_rate_GBps = net.flow_rate_GBps(f);
+      n.q.schedule(1'000'000, [&] {
+        r_bytes = n.net.link_bytes(n.r);
+        r_rate_GBps = n.net.flow_rate_GBps(f);
       });
-      q.run();
+      n.q.run();
       CHECK(ends.ended[1] == 500'000);
       CHECK(r_bytes == doctest::Approx(room ? 750'000 : 650'000));
       CHECK(r_rate_GBps == doctest::Approx(room ? kBytePerPs_GBps : 0.8 * kBytePerPs_GBps));
