@@ -34,6 +34,15 @@ constexpr std::uint32_t kCascadeVisits = 4;
 /// did, and the layers measured moved by up to 0.035 percentage points against exact (one, the
 /// others by 0.007 at most; docs/performance.md, "A leader's small moves wait").
 constexpr double kTellTolerance = 2e-2;
+/// A link whose classes at their caps come within this share of its capacity counts as full, so
+/// that a demand meeting the capacity up to rounding goes to the full solve.
+constexpr double kRoomMargin = 1e-9;
+
+/// Whether a class solved to `rate` is held by its leader: the leader's rate is below the class's
+/// own cap, and the class got the leader's rate.
+bool held_by_leader(double rate, double own_cap, double leader_rate) {
+  return leader_rate < own_cap && rate == std::max(leader_rate, kMinRate);
+}
 
 }  // namespace
 
@@ -131,7 +140,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   // the order is left for the next full solve's insertion sort, which sorts any order. The margin
   // keeps a link whose demand meets its capacity, up to rounding, for the full solve.
   bool room = true;
-  for (std::size_t b = 0; b < nlinks && room; ++b) room = demand[b] < g.links[b].capacity * (1 - 1e-9);
+  for (std::size_t b = 0; b < nlinks && room; ++b) room = demand[b] < g.links[b].capacity * (1 - kRoomMargin);
   if (room) {
     for (const std::int32_t c : gc.active)
       g.classes[static_cast<std::size_t>(c)].rate = std::max(caps_[static_cast<std::size_t>(c)], kMinRate);
@@ -196,7 +205,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
-    cp.leader_bound = cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
+    cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
   }
 }
 
@@ -220,26 +229,30 @@ bool GroupSharing::recap_in_room(std::int32_t gi) {
   // (A class told twice since is moved once.)
   std::sort(gc.recapped.begin(), gc.recapped.end());
   gc.recapped.erase(std::unique(gc.recapped.begin(), gc.recapped.end()), gc.recapped.end());
+  // With room, a class's rate is its cap: its own or its leader's, whichever is lower.
+  const auto at_cap = [&gc](std::size_t c, const Class& k) {
+    return std::max(std::min(k.cap, gc.classes[c].leader_rate), kMinRate);
+  };
   double demand[kMaxGroupLinks];
   for (std::size_t b = 0; b < nlinks; ++b) demand[b] = gc.demand[b];
   for (const std::int32_t ci : gc.recapped) {
     const std::size_t c = static_cast<std::size_t>(ci);
     const Class& k = g.classes[c];
     if (k.ends.empty()) continue;
-    const double to = std::max(std::min(k.cap, gc.classes[c].leader_rate), kMinRate);
+    const double to = at_cap(c, k);
     const double n = k.ends.size();
     for (std::uint32_t m = k.mask; m != 0; m &= m - 1) demand[__builtin_ctz(m)] += n * (to - k.rate);
   }
   for (std::size_t b = 0; b < nlinks; ++b) {
-    if (!(demand[b] < g.links[b].capacity * (1 - 1e-9))) return false;  // a full solve
+    if (!(demand[b] < g.links[b].capacity * (1 - kRoomMargin))) return false;  // a full solve
   }
   for (const std::int32_t ci : gc.recapped) {
     const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
     if (k.ends.empty()) continue;
     Coupling& cp = gc.classes[c];
-    k.rate = std::max(std::min(k.cap, cp.leader_rate), kMinRate);
-    cp.leader_bound = cp.leader_rate < k.cap && k.rate == std::max(cp.leader_rate, kMinRate);
+    k.rate = at_cap(c, k);
+    cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
   }
   gc.recapped.clear();
   // Every class is at its cap, so each link carries what the classes demand of it.
