@@ -19,7 +19,6 @@ namespace epsim {
 
 namespace {
 
-constexpr double kMinRate = 1e-12;  // (as in group_sharing.cpp)
 constexpr double kInf = std::numeric_limits<double>::infinity();
 /// A cascade re-solves one group at most this many times. Groups can follow each other round a
 /// cycle (a relay GPU's receiving side follows a sender whose receiving side follows the relay's
@@ -41,7 +40,7 @@ constexpr double kRoomMargin = 1e-9;
 /// Whether a class solved to `rate` is held by its leader: the leader's rate is below the class's
 /// own cap, and the class got the leader's rate.
 bool held_by_leader(double rate, double own_cap, double leader_rate) {
-  return leader_rate < own_cap && rate == std::max(leader_rate, kMinRate);
+  return leader_rate < own_cap && rate == std::max(leader_rate, GroupSharing::kMinRate);
 }
 
 }  // namespace
@@ -87,6 +86,8 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   gc.classes.emplace_back();
   gc.classes.back().leader = leader;
   gc.front_at.push_back(std::numeric_limits<double>::infinity());
+  gc.clock_at.push_back(queue_.now_ps());
+  gc.end_at.push_back(kNoEnd);
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
@@ -124,6 +125,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   for (const std::int32_t ci : gc.active) {
     const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
+    fold_clock(g, gc, ci);  // (its rate is about to change)
     caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
     ++active;
     k.rate = -1;  // not frozen yet
@@ -200,12 +202,26 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
       --active;
     }
   }
-  settle_links(gi);
-  // (A class without flows is never held: drop_emptied cleared its flag.)
+  // One pass over the classes for what follows from their rates: whether their leaders hold them,
+  // their next ends, and the links' loads (settle_links' sums, in its order). (A class without
+  // flows is never held: drop_emptied cleared its flag.)
+  double load[kMaxGroupLinks] = {};
+  std::uint32_t flows[kMaxGroupLinks] = {};
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
+    reckon_end(g, gc, c);
+    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      load[b] += k.ends.size() * k.rate;
+      flows[b] += k.ends.size();
+    }
+  }
+  g.loaded = 0;
+  for (std::size_t b = 0; b < nlinks; ++b) {
+    set_link(g.links[b], load[b], flows[b]);
+    if (flows[b] > 0) g.loaded |= 1u << b;
   }
 }
 
@@ -223,9 +239,10 @@ bool GroupSharing::recap_in_room(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   const std::size_t nlinks = g.links.size();
-  // Since the last solve, which found room for every class at its cap, no flow entered or left
-  // (either clears gc.room): only the caps of the classes in `recapped` moved. Their new rates are
-  // their new caps if every link still has room for them; the other classes keep theirs.
+  // Since the last solve, which found room for every class at its cap, no flow entered (which
+  // clears gc.room) and those that left gave their demand back (room_left): only the caps of the
+  // classes in `recapped` moved. Their new rates are their new caps if every link still has room
+  // for them; the other classes keep theirs.
   // (A class told twice since is moved once.)
   std::sort(gc.recapped.begin(), gc.recapped.end());
   gc.recapped.erase(std::unique(gc.recapped.begin(), gc.recapped.end()), gc.recapped.end());
@@ -251,8 +268,10 @@ bool GroupSharing::recap_in_room(std::int32_t gi) {
     Class& k = g.classes[c];
     if (k.ends.empty()) continue;
     Coupling& cp = gc.classes[c];
+    fold_clock(g, gc, ci);
     k.rate = at_cap(c, k);
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
+    reckon_end(g, gc, ci);
   }
   gc.recapped.clear();
   // Every class is at its cap, so each link carries what the classes demand of it.
@@ -262,6 +281,41 @@ bool GroupSharing::recap_in_room(std::int32_t gi) {
     set_link(g.links[static_cast<std::size_t>(b)], demand[b], g.links[static_cast<std::size_t>(b)].flows);
   }
   return true;
+}
+
+void GroupSharing::fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const {
+  const Time_ps now = queue_.now_ps();
+  Time_ps& at = gc.clock_at[static_cast<std::size_t>(c)];
+  // A class without flows keeps its clock where it stopped, as a local group's does.
+  Class& k = g.classes[static_cast<std::size_t>(c)];
+  if (now != at && !k.ends.empty()) k.clock_bytes += k.rate * static_cast<double>(now - at);
+  at = now;
+}
+
+void GroupSharing::reckon_end(Group& g, GroupCoupling& gc, std::int32_t c) const {
+  const std::size_t ci = static_cast<std::size_t>(c);
+  const Class& k = g.classes[ci];
+  if (k.ends.empty()) {
+    gc.end_at[ci] = kNoEnd;
+    return;
+  }
+  const double left = gc.front_at[ci] - k.clock_bytes - kDoneBytes;
+  gc.end_at[ci] = gc.clock_at[ci] + (left > 0 ? checked_ceil_ps(left / k.rate, "a flow's transfer time") : 0);
+}
+
+void GroupSharing::room_left(Group& g, GroupCoupling& gc, const Class& c) {
+  // Every class runs at its cap and each link carries what they demand: one flow of `c` less takes
+  // its rate off each of its links, and the classes left have more room than before, at the same
+  // rates. The links are settled here, the flow counts being known; a link left without flows
+  // carries nothing (not a rounding remainder).
+  for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
+    const int b = __builtin_ctz(m);
+    LinkState& link = g.links[static_cast<std::size_t>(b)];
+    const std::uint32_t flows = link.flows - 1;
+    gc.demand[b] = flows == 0 ? 0.0 : gc.demand[b] - c.rate;
+    set_link(link, gc.demand[b], flows);
+    if (flows == 0) g.loaded &= ~(1u << b);
+  }
 }
 
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
@@ -293,37 +347,50 @@ void GroupSharing::drop_emptied(std::int32_t gi) {
 void GroupSharing::keep_rates(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
   if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
+  // A following group's classes without flows have none before the solve and none after: its
+  // classes with flows alone are kept and told about (a relay's hundreds of classes).
+  if (coupling_[static_cast<std::size_t>(gi)].follows) {
+    for (const std::int32_t c : coupling_[static_cast<std::size_t>(gi)].active)
+      old_rates_[static_cast<std::size_t>(c)] = g.classes[static_cast<std::size_t>(c)].rate;
+    return;
+  }
   for (std::size_t c = 0; c < g.classes.size(); ++c) old_rates_[c] = g.classes[c].ends.empty() ? -1 : g.classes[c].rate;
 }
 
 void GroupSharing::tell_followers(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  for (std::size_t c = 0; c < g.classes.size(); ++c) {
-    const Coupling& cp = gc.classes[c];
-    if (cp.followers.empty()) continue;
-    const Class& k = g.classes[c];
-    const double rate = k.ends.empty() ? -1 : k.rate;
-    if (rate == old_rates_[c]) continue;
-    // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
-    const double lead = k.ends.empty() ? kInf : k.rate;
-    for (const ClassRef f : cp.followers) {
-      GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
-      Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
-      fc.leader_rate = lead;
-      const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
-      if (fk.ends.empty()) continue;  // (its cap is read when flows join it, by a full solve)
-      if (fgc.room) note_recapped(fgc, f.cls);
-      if (fgc.queued) continue;
-      // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its
-      // leader held, or one whose new cap is below its rate. Within the tolerance it moves at its
-      // rate until its group's next event re-solves it with the cap written here.
-      if (fc.leader_bound ? std::abs(lead - fk.rate) <= kTellTolerance * fk.rate
-                          : !(lead < fk.rate * (1 - kTellTolerance)))
-        continue;
-      fgc.queued = true;
-      worklist_.push_back(f.group);
-    }
+  if (gc.follows) {
+    for (const std::int32_t c : gc.active) tell_class(g, gc, static_cast<std::size_t>(c));
+    return;
+  }
+  for (std::size_t c = 0; c < g.classes.size(); ++c) tell_class(g, gc, c);
+}
+
+void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size_t c) {
+  const Coupling& cp = gc.classes[c];
+  if (cp.followers.empty()) return;
+  const Class& k = g.classes[c];
+  const double rate = k.ends.empty() ? -1 : k.rate;
+  if (rate == old_rates_[c]) return;
+  // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
+  const double lead = k.ends.empty() ? kInf : k.rate;
+  for (const ClassRef f : cp.followers) {
+    GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
+    Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
+    fc.leader_rate = lead;
+    const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
+    if (fk.ends.empty()) continue;  // (its cap is read when flows join it, by a full solve)
+    if (fgc.room) note_recapped(fgc, f.cls);
+    if (fgc.queued) continue;
+    // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its
+    // leader held, or one whose new cap is below its rate. Within the tolerance it moves at its
+    // rate until its group's next event re-solves it with the cap written here.
+    if (fc.leader_bound ? std::abs(lead - fk.rate) <= kTellTolerance * fk.rate
+                        : !(lead < fk.rate * (1 - kTellTolerance)))
+      continue;
+    fgc.queued = true;
+    worklist_.push_back(f.group);
   }
 }
 

@@ -18,17 +18,11 @@ namespace epsim {
 
 namespace {
 
-// A flow is done in a group once its end is within this many bytes of its class's clock (the bound
-// of FlowNetwork and PerLinkSharing).
-constexpr double kDoneBytes = 1e-6;
-// Floor on a solved rate (bytes/ps), reachable only through rounding on a full link; it gives every
-// flow a finite end.
-constexpr double kMinRate = 1e-12;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// A flow that ends on entering, its one bound: nothing to move, or no group and no cap to bound it.
 bool ends_on_entering(double bytes, std::size_t groups, double cap) {
-  return bytes <= kDoneBytes || (groups == 0 && std::isinf(cap));
+  return bytes <= GroupSharing::kDoneBytes || (groups == 0 && std::isinf(cap));
 }
 
 }  // namespace
@@ -180,7 +174,9 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
     if (coupled_) {
-      coupling_[static_cast<std::size_t>(seg.group)].room = false;  // (a flow joins: a full solve)
+      GroupCoupling& gc = coupling_[static_cast<std::size_t>(seg.group)];
+      gc.room = false;  // (a flow joins: a full solve)
+      if (gc.follows) fold_clock(g, gc, seg.cls);  // (its end is placed on the clock at now)
       if (c.ends.empty()) class_joined(seg.group, seg.cls);
     }
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
@@ -197,17 +193,16 @@ void GroupSharing::advance(std::int32_t gi) {
   const Time_ps now = queue_.now_ps();
   if (now == g.clock_at_ps) return;
   const double dt = static_cast<double>(now - g.clock_at_ps);
-  const double* const fronts = fronts_of(gi);
-  for_each_class(gi, [dt, fronts, &g](Class& c) {
-    if (c.ends.empty()) return;
-    c.clock_bytes += c.rate * dt;
-    // Its earliest end is read next (the group's event, its schedule), in a line of its own: a
-    // miss at a wide layer's pace, requested here so that it overlaps the links' below. A following
-    // group reads its classes' earliest ends from front_at and pops few of its many classes: it
-    // requests the lines of those that end.
-    if (fronts == nullptr || fronts[&c - g.classes.data()] <= c.clock_bytes + kDoneBytes)
+  // A following group's classes keep their own clocks (fold_clock), moved when they change.
+  if (fronts_of(gi) == nullptr) {
+    for (Class& c : g.classes) {
+      if (c.ends.empty()) continue;
+      c.clock_bytes += c.rate * dt;
+      // Its earliest end is read next (the group's event, its schedule), in a line of its own: a
+      // miss at a wide layer's pace, requested here so that it overlaps the links' below.
       __builtin_prefetch(&c.ends.front());
-  });
+    }
+  }
   // (A link without flows has no load: its bytes stay as they are.)
   for (std::uint32_t m = g.loaded; m != 0; m &= m - 1) {
     LinkState& l = g.links[static_cast<std::size_t>(__builtin_ctz(m))];
@@ -338,15 +333,32 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   Time_ps at = kMaxTime_ps;
   const Class* first = nullptr;  // the class whose earliest end comes first (the first such)
   const double* const fronts = fronts_of(gi);
-  for_each_class(gi, [&](const Class& c) {
-    if (c.ends.empty()) return;
-    const double left = earliest_end(fronts, g, c) - c.clock_bytes - kDoneBytes;
-    const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
-    if (first == nullptr || end < at) {
-      at = end;
-      first = &c;
+  if (fronts != nullptr) {
+    // A following group's ends are worked out as its classes change (reckon_end).
+    const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+    std::int32_t earliest = -1;
+    for (const std::int32_t c : gc.active) {
+      const Time_ps end = gc.end_at[static_cast<std::size_t>(c)];
+      if (end != kNoEnd && (earliest < 0 || end < at)) {
+        at = end;
+        earliest = c;
+      }
     }
-  });
+    if (earliest >= 0) {
+      at = std::max(at, now);
+      first = &g.classes[static_cast<std::size_t>(earliest)];
+    }
+  } else {
+    for_each_class(gi, [&](const Class& c) {
+      if (c.ends.empty()) return;
+      const double left = earliest_end(fronts, g, c) - c.clock_bytes - kDoneBytes;
+      const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
+      if (first == nullptr || end < at) {
+        at = end;
+        first = &c;
+      }
+    });
+  }
   const std::int32_t next = first == nullptr ? -1 : first->ends.front().slot;
   if (next < 0) {
     if (g.event != 0) queue_.cancel(g.event);
@@ -371,11 +383,16 @@ void GroupSharing::group_event(std::int32_t gi) {
   ended_.clear();
   emptied_.clear();
   double* const fronts = fronts_of(gi);
-  for_each_class(gi, [&](Class& c) {
+  // A following group with room keeps it when flows leave (room_left): the classes left still fit.
+  GroupCoupling* const room = coupled_ && coupling_[static_cast<std::size_t>(gi)].room
+                                  ? &coupling_[static_cast<std::size_t>(gi)]
+                                  : nullptr;
+  const auto pop_ended = [&](Class& c) {
     while (!c.ends.empty() && earliest_end(fronts, g, c) <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
       refresh_front(fronts, g, c);
       ended_.push_back(e.slot);
+      if (room != nullptr) room_left(g, *room, c);
       if (coupled_ && c.ends.empty()) emptied_.push_back(static_cast<std::int32_t>(&c - g.classes.data()));
       // Its table entry is read once the group is solved and rescheduled below. It was requested
       // when this end was scheduled; read now, and with it what the callback reads first if this
@@ -386,11 +403,21 @@ void GroupSharing::group_event(std::int32_t gi) {
       for (std::uint32_t m = c.mask; m != 0; m &= m - 1)
         g.links[static_cast<std::size_t>(__builtin_ctz(m))].bytes -= over;
     }
-  });
-  if (coupled_) {
-    coupling_[static_cast<std::size_t>(gi)].room = false;  // (flows left: a full solve)
-    drop_emptied(gi);  // (after the walk, which was over a following group's list)
+  };
+  if (fronts != nullptr) {
+    // A following group: the classes whose end has come, found side by side in end_at.
+    GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+    const Time_ps now = queue_.now_ps();
+    for (const std::int32_t c : gc.active) {
+      if (gc.end_at[static_cast<std::size_t>(c)] > now) continue;
+      fold_clock(g, gc, c);
+      pop_ended(g.classes[static_cast<std::size_t>(c)]);
+      reckon_end(g, gc, c);
+    }
+  } else {
+    for (Class& c : g.classes) pop_ended(c);
   }
+  if (coupled_) drop_emptied(gi);  // (after the walk, which was over a following group's list)
   solve(gi);
   schedule_group(gi);
   if (coupled_) {

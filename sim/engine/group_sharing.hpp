@@ -31,7 +31,10 @@
 // also keyed by the class it belongs to in the group before it on its route (its leader), and is
 // capped at the leader's rate, so that a receiving side moves only what its sender sends (a relay's
 // sides chain so). A leader whose rate moves tells its followers, and the followers its move changes
-// by more than a tolerance (2%) re-solve, in a cascade; the others at their next event. This closes
+// by more than a tolerance (2%) re-solve, in a cascade; the others at their next event. A following
+// group's classes move their clocks only when their rates or their ends change (fold_clock), and its
+// next end is found among its classes' ends kept side by side (end_at): an event or a cascade's
+// re-solve with room touches the classes that end or move, not the hundreds it holds. This closes
 // local's early error where skewed traffic meets, at the cost of a following group's many classes
 // (one per sending GPU) and of the cascade; a tenth of the GPUs, the busiest, is enough on the
 // layers measured (docs/performance.md, "coupled").
@@ -57,6 +60,14 @@ class GroupSharing {
   /// The most links one group may hold (a class names its links as bits of a mask).
   static constexpr int kMaxGroupLinks = 16;
   static constexpr std::uint32_t kNoBatch = 0xffff'ffff;
+  /// A flow is done in a group once its end is within this many bytes of its class's clock (the
+  /// bound of FlowNetwork and PerLinkSharing).
+  static constexpr double kDoneBytes = 1e-6;
+  /// Floor on a solved rate (bytes/ps), reachable only through rounding on a full link; it gives
+  /// every flow a finite end.
+  static constexpr double kMinRate = 1e-12;
+  /// A following class's end_at (GroupCoupling) while it has no flows.
+  static constexpr Time_ps kNoEnd = std::numeric_limits<Time_ps>::max();
 
   /// `coupled`: each group a flow crosses after its first is capped at the rate the group before
   /// it on the route gives the flow (group_coupling.cpp); otherwise the groups run on their own.
@@ -96,7 +107,9 @@ class GroupSharing {
   struct alignas(64) Class {
     double cap = 0;            ///< bytes per ps, +inf when uncapped
     double rate = 0;           ///< bytes per ps, each of its flows, as last solved
-    double clock_bytes = 0;    ///< bytes each of its flows received, as of the group's clock_at_ps
+    /// Bytes each of its flows received, as of the group's clock_at_ps (in a following group, as of
+    /// the class's own GroupCoupling::clock_at).
+    double clock_bytes = 0;
     LinkEnds ends;             ///< its flows' ends on the clock, earliest first
     std::uint32_t mask = 0;
     std::uint32_t joined = 0;  ///< flows that ever joined (wrapping), for LinkEnd::order
@@ -147,8 +160,17 @@ class GroupSharing {
     /// earliest end with its clock: in the classes' ends arrays that is a line each, hundreds at wide
     /// EP, where here they sit side by side. Kept by refresh_front after every pop and batch.
     std::vector<double> front_at;
+    /// A following group's classes' clocks run on their own (`fold_clock`): each class's clock_bytes
+    /// is as of its clock_at, and end_at is when its earliest end comes at its rate (kNoEnd
+    /// without flows), both parallel to Group::classes. A class's clock moves only when its rate
+    /// or its ends change, so an event or a cascade's re-solve touches the classes that end or
+    /// move, and finds the next end in end_at, side by side, where moving every class's clock was
+    /// a line each, hundreds at wide EP.
+    std::vector<Time_ps> clock_at;
+    std::vector<Time_ps> end_at;
     /// Its last solve found room on every link for every class at its cap, and no flow has entered
-    /// or left since: a solve for moved caps alone then moves those classes (recap_in_room).
+    /// since (one that left gave its demand back, room_left): a solve for moved caps alone then
+    /// moves those classes (recap_in_room).
     bool room = false;
     double demand[kMaxGroupLinks] = {};  ///< with room: what its classes take from each link
     std::vector<std::int32_t> recapped;  ///< with room: classes whose leader rate moved since
@@ -243,6 +265,12 @@ class GroupSharing {
   /// since: the moved classes take their new caps if every link still has room (true), else
   /// nothing changes and the full solve runs (false).
   bool recap_in_room(std::int32_t group);
+  /// A following group's class `c`: its clock moved to now at its rate (before the rate or its
+  /// ends change), and its next end worked out again (after).
+  void fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const;
+  void reckon_end(Group& g, GroupCoupling& gc, std::int32_t c) const;
+  /// A following group with room: one flow of class `c` left (its demand and its links settled).
+  void room_left(Group& g, GroupCoupling& gc, const Class& c);
   /// coupled: a following group with room (GroupCoupling::room) notes a class whose leader rate
   /// was written.
   static void note_recapped(GroupCoupling& gc, std::int32_t cls);
@@ -254,6 +282,8 @@ class GroupSharing {
   void keep_rates(std::int32_t group);
   /// After it: each class whose rate moved tells its followers, and queues those it changes.
   void tell_followers(std::int32_t group);
+  /// tell_followers for class `c` of the group.
+  void tell_class(const Group& g, const GroupCoupling& gc, std::size_t c);
   /// After a leading group's event: the followers of its classes that lost their last flow there
   /// (emptied_) are told that their leader has sent everything, and those with flows left re-solve.
   void release_followers(std::int32_t group);

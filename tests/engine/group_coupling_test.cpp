@@ -205,6 +205,96 @@ TEST_CASE("coupled: a receiver with room takes its leader's new rate at once, an
   }
 }
 
+TEST_CASE("coupled: a receiver's classes keep their own clocks, and one that ends leaves the others their room") {
+  // Two senders into one following receiver R. S1 (1 byte/ps) sends f1 (1e6 bytes) to R and g
+  // (250,000) to X (1 byte/ps): 0.5 each until g ends at 500,000 ps, then f1 alone at 1. S2 (1
+  // byte/ps) sends f2 (1e6) to R alone, at 1. R's classes for S1 and S2 move on clocks of their
+  // own: S1's move at 500,000 re-rates f1's class and leaves f2's as it was.
+  //   R of 10 byte/ps has room for both at their senders' rates. f2 ends at 1,000,000, f1 at
+  //   500,000 + 750,000 = 1,250,000. At 750,000 R has carried f1's 250,000 + 250,000 and f2's
+  //   750,000: 1,250,000 bytes; at 1,100,000, after f2 left (and gave its share of R back), f1's
+  //   850,000 and f2's 1e6, with f1 at 1 byte/ps.
+  //   R of 1.5 byte/ps has no room: until 500,000 f1 takes S1's 0.5 and f2 the 1 left; then R
+  //   shares 0.75 each. f2 has 500,000 to go: it ends at 500,000 + 666,666.7, rounded up to
+  //   1,166,667, when f1 has 250,000 + 500,000.25; f1 then runs alone at S1's 1 and ends at
+  //   1,416,666.75, rounded up to 1,416,667. At 750,000 R has carried f1's 437,500 and f2's
+  //   687,500; at 1,100,000, 700,000 and 950,000, with f1 at 0.75. Coupled's senders do not learn
+  //   what their receivers hold: S1 sends f1 at 1 from 500,000 and has sent it by 1,250,000, when
+  //   R holds 833,333.25 of it; without its leader R takes the rest at its own 1.5, and f1 ends at
+  //   1,361,111.2, rounded up to 1,361,112 (docs/performance.md, "Which GPUs coupled makes late").
+  struct Case {
+    double r_byte_per_ps;
+    epsim::Time_ps f2_end, f1_end, f1_end_coupled;
+    double r_at_750k, r_at_1100k, f1_rate_at_1100k;
+  };
+  for (const Case& c : {Case{10, 1'000'000, 1'250'000, 1'250'000, 1'250'000, 1'850'000, 1},
+                        Case{1.5, 1'166'667, 1'416'667, 1'361'112, 1'125'000, 1'650'000, 0.75}}) {
+    INFO("R of " << c.r_byte_per_ps << " byte/ps");
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO(mode_name(mode));
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+      const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+      const LinkId r = net.add_link("R", c.r_byte_per_ps * kBytePerPs_GBps, 2);
+      const LinkId x = net.add_link("X", kBytePerPs_GBps, 3);
+      if (mode == Mode::coupled) net.couple_group_of(r);
+      Ends ends(3);
+      const auto f1 = net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+      net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(1));
+      net.start_flow({s1, x}, 250'000, 0, kNoCap, ends.at(2));
+      double r_at_750k = -1, r_at_1100k = -1, f1_rate = -1;
+      q.schedule(750'000, [&] { r_at_750k = net.link_bytes(r); });
+      q.schedule(1'100'000, [&] {
+        r_at_1100k = net.link_bytes(r);
+        f1_rate = net.flow_rate_GBps(f1) / kBytePerPs_GBps;
+      });
+      q.run();
+      CHECK(ends.ended[2] == 500'000);
+      CHECK(ends.ended[1] == c.f2_end);
+      CHECK(ends.ended[0] == (mode == Mode::coupled ? c.f1_end_coupled : c.f1_end));
+      CHECK(r_at_750k == doctest::Approx(c.r_at_750k));
+      CHECK(r_at_1100k == doctest::Approx(c.r_at_1100k));
+      CHECK(f1_rate == doctest::Approx(c.f1_rate_at_1100k));
+    }
+  }
+}
+
+TEST_CASE("coupled: a flow that leaves a receiver with room gives its share of the receiver back") {
+  // S1 (1 byte/ps) sends f1 (500,000 bytes) to R and h (3e6) to X (10 byte/ps): 0.5 each, f1 done
+  // at 1,000,000 ps, h then alone at 1 and done at 3,500,000. S2 (1 byte/ps) sends f2 (2e6) to R
+  // alone: 1 byte/ps, done at 2,000,000. R (10 byte/ps, following) has room for both at their
+  // senders' rates throughout, so when f1 leaves it, R carries f2 alone at 1: 500,000 + 1,500,000
+  // bytes by 1,500,000 (R kept at f1's and f2's 2 byte/ps would show 2,500,000).
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+    const LinkId r = net.add_link("R", 10 * kBytePerPs_GBps, 2);
+    const LinkId x = net.add_link("X", 10 * kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(3);
+    net.start_flow({s1, r}, 500'000, 0, kNoCap, ends.at(0));
+    net.start_flow({s1, x}, 3e6, 0, kNoCap, ends.at(1));
+    const auto f2 = net.start_flow({s2, r}, 2e6, 0, kNoCap, ends.at(2));
+    double r_bytes = -1, f2_rate = -1;
+    q.schedule(1'500'000, [&] {
+      r_bytes = net.link_bytes(r);
+      f2_rate = net.flow_rate_GBps(f2) / kBytePerPs_GBps;
+    });
+    q.run();
+    CHECK(ends.ended[0] == 1'000'000);
+    CHECK(ends.ended[2] == 2'000'000);
+    CHECK(ends.ended[1] == 3'500'000);
+    CHECK(r_bytes == doctest::Approx(2'000'000));
+    CHECK(f2_rate == doctest::Approx(1));
+  }
+}
+
 TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
   // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
   // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
