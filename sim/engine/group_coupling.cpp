@@ -212,17 +212,9 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
     reckon_end(g, gc, c);
-    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
-      const int b = __builtin_ctz(m);
-      load[b] += k.ends.size() * k.rate;
-      flows[b] += k.ends.size();
-    }
+    add_load(k, load, flows);
   }
-  g.loaded = 0;
-  for (std::size_t b = 0; b < nlinks; ++b) {
-    set_link(g.links[b], load[b], flows[b]);
-    if (flows[b] > 0) g.loaded |= 1u << b;
-  }
+  set_links(g, load, flows);
 }
 
 void GroupSharing::note_recapped(GroupCoupling& gc, std::int32_t cls) {

@@ -300,20 +300,26 @@ void GroupSharing::solve_local(std::int32_t gi) {
 
 void GroupSharing::settle_links(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
-  const std::size_t nlinks = g.links.size();
   // The links' loads and busy periods follow from the classes' rates.
   double load[kMaxGroupLinks] = {};
   std::uint32_t flows[kMaxGroupLinks] = {};
   for_each_class(gi, [&load, &flows](const Class& c) {
-    if (c.ends.empty()) return;
-    for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
-      const int b = __builtin_ctz(m);
-      load[b] += c.ends.size() * c.rate;
-      flows[b] += c.ends.size();
-    }
+    if (!c.ends.empty()) add_load(c, load, flows);
   });
+  set_links(g, load, flows);
+}
+
+void GroupSharing::add_load(const Class& c, double* load, std::uint32_t* flows) {
+  for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
+    const int b = __builtin_ctz(m);
+    load[b] += c.ends.size() * c.rate;
+    flows[b] += c.ends.size();
+  }
+}
+
+void GroupSharing::set_links(Group& g, const double* load, const std::uint32_t* flows) const {
   g.loaded = 0;
-  for (std::size_t b = 0; b < nlinks; ++b) {
+  for (std::size_t b = 0; b < g.links.size(); ++b) {
     set_link(g.links[b], load[b], flows[b]);
     if (flows[b] > 0) g.loaded |= 1u << b;
   }

@@ -316,6 +316,10 @@ class GroupSharing {
   }
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
   void settle_links(std::int32_t group);
+  /// Class c's flows and their load added to per-link sums (settle_links').
+  static void add_load(const Class& c, double* load, std::uint32_t* flows);
+  /// The group's links set to those sums (set_link), and its loaded mask.
+  void set_links(Group& g, const double* load, const std::uint32_t* flows) const;
   /// A link's new load and flow count, opening or closing its busy period.
   void set_link(LinkState& link, double load, std::uint32_t flows) const;
   void schedule_group(std::int32_t group);

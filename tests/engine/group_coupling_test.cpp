@@ -104,6 +104,22 @@ struct SenderAndReceivers {
   }
 };
 
+/// Two senders S1 and S2 (1 byte/ps each), a receiver R (following under coupled) and another
+/// receiver X, a group each; R's and X's rates in bytes per ps.
+struct TwoSendersAndReceivers {
+  EventQueue q;
+  FlowNetwork net{q};
+  LinkId s1, s2, r, x;
+  TwoSendersAndReceivers(Mode mode, double r_byte_per_ps, double x_byte_per_ps) {
+    net.set_sharing(epsim::test::sharing(mode));
+    s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+    r = net.add_link("R", r_byte_per_ps * kBytePerPs_GBps, 2);
+    x = net.add_link("X", x_byte_per_ps * kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+  }
+};
+
 const char* mode_name(Mode mode) {
   return mode == Mode::coupled ? "coupled" : mode == Mode::exact ? "exact" : "local";
 }
@@ -232,14 +248,10 @@ TEST_CASE("coupled: a receiver's classes keep their own clocks, and one that end
     INFO("R of " << c.r_byte_per_ps << " byte/ps");
     for (const Mode mode : {Mode::coupled, Mode::exact}) {
       INFO(mode_name(mode));
-      EventQueue q;
-      FlowNetwork net(q);
-      net.set_sharing(epsim::test::sharing(mode));
-      const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
-      const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
-      const LinkId r = net.add_link("R", c.r_byte_per_ps * kBytePerPs_GBps, 2);
-      const LinkId x = net.add_link("X", kBytePerPs_GBps, 3);
-      if (mode == Mode::coupled) net.couple_group_of(r);
+      TwoSendersAndReceivers n(mode, c.r_byte_per_ps, 1);
+      FlowNetwork& net = n.net;
+      EventQueue& q = n.q;
+      const LinkId s1 = n.s1, s2 = n.s2, r = n.r, x = n.x;
       Ends ends(3);
       const auto f1 = net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
       net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(1));
@@ -269,14 +281,10 @@ TEST_CASE("coupled: a flow that leaves a receiver with room gives its share of t
   // bytes by 1,500,000 (R kept at f1's and f2's 2 byte/ps would show 2,500,000).
   for (const Mode mode : {Mode::coupled, Mode::exact}) {
     INFO(mode_name(mode));
-    EventQueue q;
-    FlowNetwork net(q);
-    net.set_sharing(epsim::test::sharing(mode));
-    const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
-    const LinkId s2 = net.add_link("S2", kBytePerPs_GBps, 1);
-    const LinkId r = net.add_link("R", 10 * kBytePerPs_GBps, 2);
-    const LinkId x = net.add_link("X", 10 * kBytePerPs_GBps, 3);
-    if (mode == Mode::coupled) net.couple_group_of(r);
+    TwoSendersAndReceivers n(mode, 10, 10);
+    FlowNetwork& net = n.net;
+    EventQueue& q = n.q;
+    const LinkId s1 = n.s1, s2 = n.s2, r = n.r, x = n.x;
     Ends ends(3);
     net.start_flow({s1, r}, 500'000, 0, kNoCap, ends.at(0));
     net.start_flow({s1, x}, 3e6, 0, kNoCap, ends.at(1));
