@@ -309,22 +309,6 @@ void GroupSharing::settle_links(std::int32_t gi) {
   set_links(g, load, flows);
 }
 
-void GroupSharing::add_load(const Class& c, double* load, std::uint32_t* flows) {
-  for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
-    const int b = __builtin_ctz(m);
-    load[b] += c.ends.size() * c.rate;
-    flows[b] += c.ends.size();
-  }
-}
-
-void GroupSharing::set_links(Group& g, const double* load, const std::uint32_t* flows) const {
-  g.loaded = 0;
-  for (std::size_t b = 0; b < g.links.size(); ++b) {
-    set_link(g.links[b], load[b], flows[b]);
-    if (flows[b] > 0) g.loaded |= 1u << b;
-  }
-}
-
 void GroupSharing::set_link(LinkState& link, double load, std::uint32_t flows) const {
   const Time_ps now = queue_.now_ps();
   if (link.flows == 0 && flows > 0) link.since_ps = now;

@@ -316,10 +316,24 @@ class GroupSharing {
   }
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
   void settle_links(std::int32_t group);
-  /// Class c's flows and their load added to per-link sums (settle_links').
-  static void add_load(const Class& c, double* load, std::uint32_t* flows);
+  /// Class c's flows and their load added to per-link sums (settle_links'). In the header: the
+  /// following solve's last pass runs it for each of its classes, from another file.
+  static void add_load(const Class& c, double* load, std::uint32_t* flows) {
+    for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      load[b] += c.ends.size() * c.rate;
+      flows[b] += c.ends.size();
+    }
+  }
   /// The group's links set to those sums (set_link), and its loaded mask.
-  void set_links(Group& g, const double* load, const std::uint32_t* flows) const;
+  void set_links(Group& g, const double* load, const std::uint32_t* flows) const {
+    g.loaded = 0;
+    const std::size_t nlinks = g.links.size();
+    for (std::size_t b = 0; b < nlinks; ++b) {
+      set_link(g.links[b], load[b], flows[b]);
+      if (flows[b] > 0) g.loaded |= 1u << b;
+    }
+  }
   /// A link's new load and flow count, opening or closing its busy period.
   void set_link(LinkState& link, double load, std::uint32_t flows) const;
   void schedule_group(std::int32_t group);
