@@ -176,6 +176,7 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
     if (coupled_) {
       GroupCoupling& gc = coupling_[static_cast<std::size_t>(seg.group)];
       gc.room = false;  // (a flow joins: a full solve)
+      gc.held = false;
       if (gc.follows) fold_clock(g, gc, seg.cls);  // (its end is placed on the clock at now)
       if (c.ends.empty()) class_joined(seg.group, seg.cls);
     }
@@ -373,6 +374,8 @@ void GroupSharing::group_event(std::int32_t gi) {
   ended_.clear();
   emptied_.clear();
   double* const fronts = fronts_of(gi);
+  // A following group without room solves in full when flows leave it.
+  if (coupled_) coupling_[static_cast<std::size_t>(gi)].held = false;
   // A following group with room keeps it when flows leave (room_left): the classes left still fit.
   GroupCoupling* const room = coupled_ && coupling_[static_cast<std::size_t>(gi)].room
                                   ? &coupling_[static_cast<std::size_t>(gi)]

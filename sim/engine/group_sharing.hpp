@@ -34,7 +34,9 @@
 // by more than a tolerance (2%) re-solve, in a cascade; the others at their next event. A following
 // group's classes move their clocks only when their rates or their ends change (fold_clock), and its
 // next end is found among its classes' ends kept side by side (end_at): an event or a cascade's
-// re-solve with room touches the classes that end or move, not the hundreds it holds. This closes
+// re-solve with room touches the classes that end or move, not the hundreds it holds; one without
+// room lets the classes its senders hold take their senders' moves while its link-bound classes
+// keep their level, within a bound (recap_held), until its next event solves it in full. This closes
 // local's early error where skewed traffic meets, at the cost of a following group's many classes
 // (one per sending GPU) and of the cascade; a tenth of the GPUs, the busiest, is enough on the
 // layers measured (docs/performance.md, "coupled").
@@ -144,6 +146,21 @@ class GroupSharing {
   };
   /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
   struct GroupCoupling {
+    // Its flags first, and its per-link arrays last: every solve and event of a group reads the
+    // flags, and a following group's few solves that read the arrays read little else of it.
+    bool follows = false;             ///< its classes follow the groups before them
+    bool leads = false;               ///< some class of it has followers
+    bool queued = false;              ///< waiting in the cascade's list
+    /// Its last solve found room on every link for every class at its cap, and no flow has entered
+    /// since (one that left gave its demand back, room_left): a solve for moved caps alone then
+    /// moves those classes (recap_in_room).
+    bool room = false;
+    /// Its last solve found no room and no flow has entered or left since (recap_held): each
+    /// link's level where it filled in that solve (fill_at, +inf where it did not), below which a
+    /// class its leader holds stays held when its leader moves.
+    bool held = false;
+    std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
+    std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
     std::vector<Coupling> classes;    ///< parallel to Group::classes
     /// Its classes without a leader (coupled_class_of finds the others through their leader).
     std::vector<std::int32_t> roots;
@@ -168,18 +185,15 @@ class GroupSharing {
     /// a line each, hundreds at wide EP.
     std::vector<Time_ps> clock_at;
     std::vector<Time_ps> end_at;
-    /// Its last solve found room on every link for every class at its cap, and no flow has entered
-    /// since (one that left gave its demand back, room_left): a solve for moved caps alone then
-    /// moves those classes (recap_in_room).
-    bool room = false;
-    double demand[kMaxGroupLinks] = {};  ///< with room: what its classes take from each link
-    std::vector<std::int32_t> recapped;  ///< with room: classes whose leader rate moved since
-    std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
-    std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
-    bool queued = false;              ///< waiting in the cascade's list
-    bool follows = false;             ///< its classes follow the groups before them
-    bool leads = false;               ///< some class of it has followers
+    /// With room or held: classes whose leader rate moved since the last solve.
+    std::vector<std::int32_t> recapped;
+    double demand[kMaxGroupLinks] = {};   ///< with room: what its classes take from each link
+    double fill_at[kMaxGroupLinks] = {};  ///< with held (above)
+    /// With held: what the held classes' moves since that solve added to or took from each link,
+    /// in bytes per ps, summed without sign; the link-bound classes did not move with them.
+    double drift[kMaxGroupLinks] = {};
   };
+
   struct Group {
     std::vector<LinkState> links;     ///< bit b of a class's mask is links[b]
     std::vector<Class> classes;       ///< never removed: a group sees the same few again and again
@@ -265,10 +279,31 @@ class GroupSharing {
   /// since: the moved classes take their new caps if every link still has room (true), else
   /// nothing changes and the full solve runs (false).
   bool recap_in_room(std::int32_t group);
+  /// coupled: a solve of a following group without room whose last solve was a full one and whose
+  /// held classes' caps alone moved since: they take their new caps if those stay below their
+  /// links' levels (true), else the full solve runs (false).
+  bool recap_held(std::int32_t group);
   /// A following group's class `c`: its clock moved to now at its rate (before the rate or its
-  /// ends change), and its next end worked out again (after).
-  void fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const;
-  void reckon_end(Group& g, GroupCoupling& gc, std::int32_t c) const;
+  /// ends change), and its next end worked out again (after). In the header: the following solve
+  /// runs both for each of its classes, and the event, in another file, for each that ends.
+  void fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const {
+    const Time_ps now = queue_.now_ps();
+    Time_ps& at = gc.clock_at[static_cast<std::size_t>(c)];
+    // A class without flows keeps its clock where it stopped, as a local group's does.
+    Class& k = g.classes[static_cast<std::size_t>(c)];
+    if (now != at && !k.ends.empty()) k.clock_bytes += k.rate * static_cast<double>(now - at);
+    at = now;
+  }
+  void reckon_end(Group& g, GroupCoupling& gc, std::int32_t c) const {
+    const std::size_t ci = static_cast<std::size_t>(c);
+    const Class& k = g.classes[ci];
+    if (k.ends.empty()) {
+      gc.end_at[ci] = kNoEnd;
+      return;
+    }
+    const double left = gc.front_at[ci] - k.clock_bytes - kDoneBytes;
+    gc.end_at[ci] = gc.clock_at[ci] + (left > 0 ? checked_ceil_ps(left / k.rate, "a flow's transfer time") : 0);
+  }
   /// A following group with room: one flow of class `c` left (its demand and its links settled).
   void room_left(Group& g, GroupCoupling& gc, const Class& c);
   /// coupled: a following group with room (GroupCoupling::room) notes a class whose leader rate

@@ -303,6 +303,48 @@ TEST_CASE("coupled: a flow that leaves a receiver with room gives its share of t
   }
 }
 
+TEST_CASE("coupled: a receiver without room lets a held class take its sender's move, its link's level waiting within a bound") {
+  // S1 (1 byte/ps) sends f1 (1e6 bytes) to R and g1 (100,000) and g2 (1e7) to X (1,000 byte/ps):
+  // a third each, g1 done at 300,000 ps, then half each. S2 sends f2 to R alone, as fast as R takes
+  // it. R follows and has no room: it holds f1 at S1's rate and gives f2 the rest, R's level.
+  //   R of 100 byte/ps (S2 of 200): f2 gets 99.667 until 300,000, then exact gives it 99.5. S1's
+  //   move of f1 from 1/3 to 1/2 stays below R's level and moves R by 0.167 byte/ps, under half a
+  //   percent of it: coupled gives f1 its 1/2 and leaves f2 at its level until R's next event. f2
+  //   (1e8 bytes) has 70,100,000 to go at 300,000: exact ends it after 704,522.6 ps more, at
+  //   1,004,523; coupled after 703,344.5, at 1,003,345, R carrying 0.167 byte/ps more than it can.
+  //   R of 10 byte/ps (S2 of 20): the same move is 1.7% of R, so R re-solves in full, and coupled
+  //   ends f2 (1e7 bytes: 7,100,000 to go at 9.5 from 300,000) where exact does, at 1,047,369.
+  //   Either way f1 ends at 300,000 + 900,000 / 0.5 = 2,100,000.
+  struct Case {
+    double r_byte_per_ps;
+    double f2_bytes;
+    epsim::Time_ps f2_end_exact, f2_end_coupled;
+  };
+  for (const Case& c : {Case{100, 1e8, 1'004'523, 1'003'345}, Case{10, 1e7, 1'047'369, 1'047'369}}) {
+    INFO("R of " << c.r_byte_per_ps << " byte/ps");
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO(mode_name(mode));
+      EventQueue q;
+      FlowNetwork net(q);
+      net.set_sharing(epsim::test::sharing(mode));
+      const LinkId s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+      const LinkId s2 = net.add_link("S2", 2 * c.r_byte_per_ps * kBytePerPs_GBps, 1);
+      const LinkId r = net.add_link("R", c.r_byte_per_ps * kBytePerPs_GBps, 2);
+      const LinkId x = net.add_link("X", 1000 * kBytePerPs_GBps, 3);
+      if (mode == Mode::coupled) net.couple_group_of(r);
+      Ends ends(4);
+      net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+      net.start_flow({s1, x}, 100'000, 0, kNoCap, ends.at(1));
+      net.start_flow({s1, x}, 1e7, 0, kNoCap, ends.at(2));
+      net.start_flow({s2, r}, c.f2_bytes, 0, kNoCap, ends.at(3));
+      q.run();
+      CHECK(ends.ended[1] == 300'000);
+      CHECK(ends.ended[3] == (mode == Mode::coupled ? c.f2_end_coupled : c.f2_end_exact));
+      CHECK(ends.ended[0] == 2'100'000);
+    }
+  }
+}
+
 TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
   // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
   // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
