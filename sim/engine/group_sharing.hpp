@@ -42,6 +42,7 @@
 // layers measured (docs/performance.md, "coupled").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -283,6 +284,14 @@ class GroupSharing {
   /// held classes' caps alone moved since: they take their new caps if those stay below their
   /// links' levels (true), else the full solve runs (false).
   bool recap_held(std::int32_t group);
+  /// Following class c, with flows, takes its cap as its rate (a recap's move of one class).
+  void take_cap(Group& g, GroupCoupling& gc, std::int32_t c) const;
+  /// A recap's list in class order, each class once.
+  static void once_each(std::vector<std::int32_t>& classes);
+  /// Following class c's cap: its own or its leader's, whichever is lower (a recap's new rate).
+  static double cap_of(const GroupCoupling& gc, std::size_t c, const Class& k) {
+    return std::max(std::min(k.cap, gc.classes[c].leader_rate), kMinRate);
+  }
   /// A following group's class `c`: its clock moved to now at its rate (before the rate or its
   /// ends change), and its next end worked out again (after). In the header: the following solve
   /// runs both for each of its classes, and the event, in another file, for each that ends.
