@@ -134,6 +134,9 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
   for (std::size_t f = 0; f < forwards; ++f) forward_offsets[f + 1] += forward_offsets[f];
   const std::size_t forward_terms = terms_.size();  // the forwards' terms follow the lone pairs'
   specs.streams.resize(static_cast<std::size_t>(forward_offsets[forwards]));
+  // Room for the forwarded pairs' terms and the RDMA hops' below (at most one per source and
+  // node) at once: grown by doubling, the terms of a wide exchange took half again their size.
+  terms_.reserve(forward_terms + specs.streams.size() + static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes));
   terms_.resize(forward_terms + specs.streams.size());
   {
     std::vector<int> fill(forward_offsets.begin(), forward_offsets.end() - 1);
