@@ -20,7 +20,7 @@
 # development machine) and takes about three times as long. Needs valgrind (Debian: apt install valgrind).
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 command -v valgrind > /dev/null || { echo "count-ab.sh: valgrind is not installed (Debian: apt install valgrind)" >&2; exit 2; }

@@ -374,12 +374,11 @@ void GroupSharing::group_event(std::int32_t gi) {
   ended_.clear();
   emptied_.clear();
   double* const fronts = fronts_of(gi);
-  // A following group without room solves in full when flows leave it.
-  if (coupled_) coupling_[static_cast<std::size_t>(gi)].held = false;
-  // A following group with room keeps it when flows leave (room_left): the classes left still fit.
-  GroupCoupling* const room = coupled_ && coupling_[static_cast<std::size_t>(gi)].room
-                                  ? &coupling_[static_cast<std::size_t>(gi)]
-                                  : nullptr;
+  GroupCoupling* const coupling = coupled_ ? &coupling_[static_cast<std::size_t>(gi)] : nullptr;
+  // A following group without room solves in full when flows leave it; one with room keeps it
+  // (room_left): the classes left still fit.
+  if (coupling != nullptr) coupling->held = false;
+  GroupCoupling* const room = coupling != nullptr && coupling->room ? coupling : nullptr;
   const auto pop_ended = [&](Class& c) {
     while (!c.ends.empty() && earliest_end(fronts, g, c) <= c.clock_bytes + kDoneBytes) {
       const LinkEnd e = c.ends.pop();
@@ -399,7 +398,7 @@ void GroupSharing::group_event(std::int32_t gi) {
   };
   if (fronts != nullptr) {
     // A following group: the classes whose end has come, found side by side in end_at.
-    GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+    GroupCoupling& gc = *coupling;
     const Time_ps now = queue_.now_ps();
     for (const std::int32_t c : gc.active) {
       if (gc.end_at[static_cast<std::size_t>(c)] > now) continue;
