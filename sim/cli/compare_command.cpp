@@ -7,12 +7,15 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sim/balancers/placement.hpp"
 #include "sim/cli/command_line.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/comparison_spec.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/hardware/hardware_spec.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/report/comparison_table.hpp"
 #include "sim/report/output_folder.hpp"
@@ -22,6 +25,33 @@ namespace po = boost::program_options;
 namespace epsim {
 
 namespace {
+
+/// The bandwidth sharing each EP degree ran with: a fast model's figures differ from exact ones (the
+/// run summary says by how much), and `auto` picks by the degree, so a table may mix two models.
+std::string sharing_sentence(const EngineSpec& engine, const std::vector<int>& ep_degrees) {
+  std::ostringstream out;
+  out << "Bandwidth sharing `" << to_string(engine.bandwidth_sharing) << "`";
+  if (engine.bandwidth_sharing != BandwidthSharing::automatic) {
+    out << ".";
+    return out.str();
+  }
+  // The degrees in the file's order, each mode once, in the order first met.
+  std::vector<std::pair<BandwidthSharing, std::vector<int>>> picked;
+  for (const int ep : ep_degrees) {
+    const BandwidthSharing mode = sharing_for(engine, ep);
+    auto it = std::find_if(picked.begin(), picked.end(), [mode](const auto& p) { return p.first == mode; });
+    if (it == picked.end()) it = picked.insert(picked.end(), {mode, {}});
+    it->second.push_back(ep);
+  }
+  for (std::size_t i = 0; i < picked.size(); ++i) {
+    out << (i == 0 ? ": " : "; ") << to_string(picked[i].first) << " at EP ";
+    for (std::size_t k = 0; k < picked[i].second.size(); ++k) out << (k ? ", " : "") << picked[i].second[k];
+  }
+  out << " (exact up to " << engine.exact_max_gpus << " GPUs";
+  if (engine.coupled_max_gpus > engine.exact_max_gpus) out << ", coupled up to " << engine.coupled_max_gpus;
+  out << ", local beyond; `engine.bandwidth_sharing` in the hardware file, docs/config.md).";
+  return out.str();
+}
 
 /// comparison.md: a title, what was compared (names only, so that the file does not depend on where
 /// the command ran), the table and the cases that were skipped.
@@ -38,6 +68,7 @@ std::string markdown_document(const ComparisonSpec& spec, const std::vector<Comp
         << std::filesystem::path(c.trace_path).filename().string() << ")";
   }
   out << ".\n\n";
+  out << sharing_sentence(spec.hardware.engine, spec.ep_degrees) << "\n\n";
   out << "Ratios, times and the NVLink-domain floor are medians over records; bytes and utilisation are means. "
          "Reductions are 1 - median excess / median excess of the baseline `"
       << spec.baseline << "` on the same case and EP degree (n/a where the baseline has no excess). "

@@ -190,7 +190,7 @@ HardwareSpec load_hardware(const std::string& path) {
   read_ep_backend(top.get_map("ep_backend"), hw.gpu.sms, hw.ep_backend);
   if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
     const std::string sharing =
-        m->get_choice_or("bandwidth_sharing", "exact", {"exact", "epochs", "per_link", "local", "coupled", "auto"});
+        m->get_choice_or("bandwidth_sharing", "auto", {"exact", "epochs", "per_link", "local", "coupled", "auto"});
     hw.engine.bandwidth_sharing = sharing == "epochs"     ? BandwidthSharing::epochs
                                   : sharing == "per_link" ? BandwidthSharing::per_link
                                   : sharing == "local"    ? BandwidthSharing::local

@@ -117,9 +117,11 @@ struct EngineSpec {
   /// coupled: local, with the sending and receiving links of the busiest GPUs (coupled_gpus of them)
   /// and of those receiving weight syncs held to the rate the links before them on each flow's route
   /// give it (sim/engine/group_coupling.cpp).
-  /// automatic ("auto"): exact up to exact_max_gpus simulated GPUs, coupled up to coupled_max_gpus,
-  /// local beyond (sharing_for).
-  BandwidthSharing bandwidth_sharing = BandwidthSharing::exact;
+  /// automatic ("auto", the default): exact up to exact_max_gpus simulated GPUs, coupled up to
+  /// coupled_max_gpus, local beyond (sharing_for). The default: up to exact_max_gpus it is exact,
+  /// and past it exact takes seconds to minutes a layer where coupled takes about one second
+  /// (docs/performance.md, "auto, the default").
+  BandwidthSharing bandwidth_sharing = BandwidthSharing::automatic;
   /// auto: the most GPUs simulated with exact sharing. Up to EP 256 exact took up to about 2 s a
   /// layer in the layers measured; beyond, exact grows as about EP^4 (minutes a layer at EP 1,024),
   /// and local costs about what per_link does, EP^2, but is 1 to 2.2% early where skewed traffic

@@ -63,7 +63,10 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   CliResult r = run_epsim("run exp.yaml", dir);
   INFO(r.err);
   REQUIRE(r.status == 0);
-  CHECK(read_file(dir / "out/summary.txt").find("\n  bandwidth sharing exact\n") != std::string::npos);
+  // The preset names no sharing: auto, which is exact at these 16 GPUs, and says so with its bounds.
+  CHECK(read_file(dir / "out/summary.txt")
+            .find("\n  bandwidth sharing auto: exact at 16 GPUs (exact up to 256, coupled up to 1024, local beyond)\n") !=
+        std::string::npos);
   // The same experiment on the preset with `engine` appended, written to `out`: its summary.
   std::string yaml = experiment_yaml();
   yaml.replace(yaml.find("hardware: "), yaml.find('\n', yaml.find("hardware: ")) - yaml.find("hardware: "),
@@ -76,6 +79,8 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
     REQUIRE(run.status == 0);
     return read_file(dir / out / "summary.txt");
   };
+  // exact asked for by name is named alone.
+  CHECK(summary_with("  bandwidth_sharing: exact\n", "out1").find("\n  bandwidth sharing exact\n") != std::string::npos);
   // epochs: the mode and its tolerance are named.
   const std::string epochs = summary_with("  bandwidth_sharing: epochs\n  epoch_tolerance: 0.005\n", "out2");
   CHECK(epochs.find("\n  bandwidth sharing epochs (tolerance 0.005)\n") != std::string::npos);

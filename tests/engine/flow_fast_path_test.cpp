@@ -417,8 +417,15 @@ TEST_CASE("FlowNetwork fast path: whole layers within 0.5% of the exact solver")
 TEST_CASE("FlowNetwork fast path: engine.bandwidth_sharing and engine.epoch_tolerance in a hardware file") {
   using namespace epsim;
   const std::string base = (test::source_dir() / "models/h100-sxm-8.yaml").string();
+  // Without an `engine` block: auto, which is exact up to 256 simulated GPUs, coupled to 1,024 and
+  // local beyond (an `engine` block without the key reads the same, below).
   const HardwareSpec plain = load_hardware(base);
-  CHECK(plain.engine.bandwidth_sharing == BandwidthSharing::exact);
+  CHECK(plain.engine.bandwidth_sharing == BandwidthSharing::automatic);
+  CHECK(sharing_for(plain.engine, 16) == BandwidthSharing::exact);
+  CHECK(sharing_for(plain.engine, 256) == BandwidthSharing::exact);
+  CHECK(sharing_for(plain.engine, 257) == BandwidthSharing::coupled);
+  CHECK(sharing_for(plain.engine, 1024) == BandwidthSharing::coupled);
+  CHECK(sharing_for(plain.engine, 1032) == BandwidthSharing::local);
   CHECK(plain.engine.epoch_tolerance == 0.001);
   std::ifstream in(base);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -431,6 +438,7 @@ TEST_CASE("FlowNetwork fast path: engine.bandwidth_sharing and engine.epoch_tole
   CHECK(epochs.engine.bandwidth_sharing == BandwidthSharing::epochs);
   CHECK(epochs.engine.epoch_tolerance == 0.004);
   CHECK(load_hardware(with("  bandwidth_sharing: exact\n")).engine.bandwidth_sharing == BandwidthSharing::exact);
+  CHECK(load_hardware(with("  epoch_tolerance: 0.002\n")).engine.bandwidth_sharing == BandwidthSharing::automatic);
   CHECK_THROWS_AS(load_hardware(with("  bandwidth_sharing: fast\n")), InputError);
   CHECK_THROWS_AS(load_hardware(with("  epoch_tolerance: 0.5\n")), InputError);
   CHECK_THROWS_AS(load_hardware(with("  epoch_tolerence: 0.01\n")), InputError);

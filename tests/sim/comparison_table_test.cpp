@@ -302,6 +302,9 @@ TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
   CHECK(all[3].rfind("sample,16,static_ep,static_ep,2,", 0) == 0);
   CHECK(all[4].rfind("sample,16,ideal-balance,ideal-balance,2,", 0) == 0);
   CHECK(md.find("Skipped case absent: trace absent.eptrace not found (optional).") != std::string::npos);
+  // The preset names no sharing: auto, exact at both degrees.
+  CHECK(md.find("\n\nBandwidth sharing `auto`: exact at EP 8, 16 (exact up to 256 GPUs, coupled up to 1024, local "
+                "beyond; `engine.bandwidth_sharing` in the hardware file, docs/config.md).\n\n") != std::string::npos);
 
   // An existing folder is kept unless --overwrite; a second run elsewhere gives the same bytes.
   const CliResult again = run_epsim("compare cmp.yaml", dir);
@@ -319,4 +322,40 @@ TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
   CHECK(bad.status == 2);
   CHECK(bad.err == "epsim: error: bad.yaml:1:1: missing key 'hardware'\n");
   CHECK_FALSE(fs::exists(dir / "out3"));
+}
+
+TEST_CASE("epsim compare: comparison.md names the bandwidth sharing each EP degree ran with") {
+  namespace fs = std::filesystem;
+  using namespace epsim::test;
+  const fs::path dir = scratch_dir("compare_sharing");
+  const fs::path src = source_dir();
+  const auto md_with = [&](const std::string& engine, const std::string& out) {
+    write_file(dir / "hw.yaml", read_file(src / "models/h100-sxm-8.yaml") + "engine:\n" + engine);
+    write_file(dir / "cmp.yaml",
+               "kind: comparison\n"
+               "name: sharing\n"
+               "hardware: hw.yaml\n"
+               "cases:\n"
+               "  - name: sample\n"
+               "    trace: " + (src / "traces/samples/glm5-128e-ep16.eptrace").string() + "\n"
+               "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+               "ep_degrees: [16, 4, 8]\n"
+               "balancers:\n"
+               "  - name: static_ep\n"
+               "output: " + out + "\n"
+               "max_records: 1\n");
+    const CliResult r = run_epsim("compare cmp.yaml -q", dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    return read_file(dir / out / "comparison.md");
+  };
+  // auto picks by degree: each mode once, with its degrees in the file's order.
+  CHECK(md_with("  bandwidth_sharing: auto\n  exact_max_gpus: 4\n  coupled_max_gpus: 8\n", "a")
+            .find("Bandwidth sharing `auto`: local at EP 16; exact at EP 4; coupled at EP 8 (exact up to 4 GPUs, "
+                  "coupled up to 8, local beyond;") != std::string::npos);
+  CHECK(md_with("  exact_max_gpus: 8\n  coupled_max_gpus: 0\n", "b")
+            .find("Bandwidth sharing `auto`: local at EP 16; exact at EP 4, 8 (exact up to 8 GPUs, local beyond;") !=
+        std::string::npos);
+  // A mode named in the hardware file is named alone.
+  CHECK(md_with("  bandwidth_sharing: exact\n", "c").find("\n\nBandwidth sharing `exact`.\n\n") != std::string::npos);
 }
