@@ -260,29 +260,32 @@ TEST_CASE("comparison.md table: exact text") {
   CHECK(epsim::comparison_markdown(format_rows()) == expected);
 }
 
+/// A comparison file whose last case, `sample`, is the bundled sample trace on the GLM-5-like model,
+/// after `cases_before` (YAML list entries, or nothing).
+std::string sample_comparison(const std::string& name, const std::string& hardware, const std::string& cases_before,
+                              const std::string& ep_degrees, const std::string& balancers, const std::string& output,
+                              int max_records) {
+  const std::filesystem::path src = epsim::test::source_dir();
+  return "kind: comparison\nname: " + name + "\nhardware: " + hardware + "\ncases:\n" + cases_before +
+         "  - name: sample\n"
+         "    trace: " + (src / "traces/samples/glm5-128e-ep16.eptrace").string() + "\n"
+         "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+         "ep_degrees: " + ep_degrees + "\nbalancers:\n" + balancers + "output: " + output +
+         "\nmax_records: " + std::to_string(max_records) + "\n";
+}
+
 TEST_CASE("epsim compare: outputs, skipped cases and byte-identical reruns") {
   namespace fs = std::filesystem;
   using namespace epsim::test;
   const fs::path dir = scratch_dir("compare_cli");
   const fs::path src = source_dir();
   write_file(dir / "cmp.yaml",
-             "kind: comparison\n"
-             "name: cli\n"
-             "hardware: " + (src / "models/h100-sxm-8.yaml").string() + "\n"
-             "cases:\n"
-             "  - name: absent\n"
-             "    trace: absent.eptrace\n"
-             "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
-             "    optional: true\n"
-             "  - name: sample\n"
-             "    trace: " + (src / "traces/samples/glm5-128e-ep16.eptrace").string() + "\n"
-             "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
-             "ep_degrees: [8, 16]\n"
-             "balancers:\n"
-             "  - name: static_ep\n"
-             "  - name: ideal-balance\n"
-             "output: out\n"
-             "max_records: 2\n");
+             sample_comparison("cli", (src / "models/h100-sxm-8.yaml").string(),
+                               "  - name: absent\n"
+                               "    trace: absent.eptrace\n"
+                               "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+                               "    optional: true\n",
+                               "[8, 16]", "  - name: static_ep\n  - name: ideal-balance\n", "out", 2));
   const CliResult r = run_epsim("compare cmp.yaml", dir);
   INFO(r.err);
   REQUIRE(r.status == 0);
@@ -331,19 +334,7 @@ TEST_CASE("epsim compare: comparison.md names the bandwidth sharing each EP degr
   const fs::path src = source_dir();
   const auto md_with = [&](const std::string& engine, const std::string& out) {
     write_file(dir / "hw.yaml", read_file(src / "models/h100-sxm-8.yaml") + "engine:\n" + engine);
-    write_file(dir / "cmp.yaml",
-               "kind: comparison\n"
-               "name: sharing\n"
-               "hardware: hw.yaml\n"
-               "cases:\n"
-               "  - name: sample\n"
-               "    trace: " + (src / "traces/samples/glm5-128e-ep16.eptrace").string() + "\n"
-               "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
-               "ep_degrees: [16, 4, 8]\n"
-               "balancers:\n"
-               "  - name: static_ep\n"
-               "output: " + out + "\n"
-               "max_records: 1\n");
+    write_file(dir / "cmp.yaml", sample_comparison("sharing", "hw.yaml", "", "[16, 4, 8]", "  - name: static_ep\n", out, 1));
     const CliResult r = run_epsim("compare cmp.yaml -q", dir);
     INFO(r.err);
     REQUIRE(r.status == 0);
