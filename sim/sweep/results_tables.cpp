@@ -108,6 +108,9 @@ std::string summary(const SweepLock& lock, const std::map<std::string, PointResu
   };
   std::vector<Col> cols = {{"point", true}};
   for (const std::string& c : lock.columns) cols.push_back({c, false});
+  // The sharing each point ran with: `auto` (the default) runs exact up to 256 GPUs and coupled or
+  // local past it, so a sweep over EP can change model between two points.
+  cols.push_back({"sharing", false});
   for (const char* h : {"balancer", "token max/mean", "p95", "GEMM max/mean", "p95", "layer time us", "p95",
                         "gap to bound us", "critical path", "vs base"})
     cols.push_back({h, std::string(h) != "balancer"});
@@ -123,6 +126,7 @@ std::string summary(const SweepLock& lock, const std::map<std::string, PointResu
     for (const BalancerOutcome& o : r.balancers) {
       std::vector<std::string> row = {std::to_string(i)};
       for (const std::string& c : lock.columns) row.push_back(md_text(value_of(p, c)));
+      row.push_back(p.sharing);
       row.push_back(o.label);
       if (o.not_served.empty()) {
         row.push_back(fixed("%.3f", o.metrics[token][0]));

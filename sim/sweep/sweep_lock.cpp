@@ -37,6 +37,10 @@ SweepLock SweepLock::of(const SweepSpec& spec) {
     Point lp;
     lp.id = p.id;
     for (const SweepAssignment& a : p.assignments) lp.values.emplace_back(a.key, a.text());
+    if (!p.experiments.empty()) {
+      const ExperimentSpec& x = p.experiments.front();  // (every balancer's runs on the same hardware)
+      lp.sharing = to_string(sharing_for(x.hardware.engine, x.ep_degree));
+    }
     lock.points.push_back(std::move(lp));
     if (!p.trace_file.empty() && traces.insert(p.trace_file).second) lock.traces.push_back(p.trace_file);
   }
@@ -58,7 +62,7 @@ std::string SweepLock::json() const {
   for (const Point& p : points) {
     nlohmann::ordered_json values = nlohmann::ordered_json::array();
     for (const auto& [k, v] : p.values) values.push_back({k, v});
-    j["points"].push_back({{"id", p.id}, {"values", values}});
+    j["points"].push_back({{"id", p.id}, {"values", values}, {"sharing", p.sharing}});
   }
   j["traces"] = traces;
   return j.dump(1) + "\n";
@@ -81,6 +85,8 @@ SweepLock SweepLock::read(const std::string& path) {
       Point lp;
       lp.id = plain_name(path, p.at("id").get<std::string>());
       for (const auto& v : p.at("values")) lp.values.emplace_back(v.at(0).get<std::string>(), v.at(1).get<std::string>());
+      // (A lock written before the sharing was kept has none: its tables leave the cell empty.)
+      if (p.contains("sharing")) lp.sharing = p.at("sharing").get<std::string>();
       lock.points.push_back(std::move(lp));
     }
     for (const auto& t : j.at("traces")) lock.traces.push_back(plain_name(path, t.get<std::string>()));

@@ -17,6 +17,9 @@ struct SweepLock {
   struct Point {
     std::string id;
     std::vector<std::pair<std::string, std::string>> values;  ///< (key as written, value as flow YAML)
+    /// The bandwidth sharing its layers ran with (`auto` resolved at its EP degree), for summary.md;
+    /// empty in a lock written before it was kept.
+    std::string sharing;
   };
   std::string name;
   std::string hash;

@@ -110,3 +110,32 @@ TEST_CASE("epsim sweep: ranks of a launcher (mpirun -n 2 and 3) started together
   REQUIRE(mpi.status == 0);
   CHECK(folder_files(dir / "one") == folder_files(dir / "mpi"));
 }
+
+TEST_CASE("epsim sweep: summary.md names the bandwidth sharing each point ran with") {
+  const fs::path dir = scratch_dir("sweep_cli_sharing");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  // auto (the default) with exact up to 8 GPUs: EP 8 runs exact, EP 16 coupled.
+  const CliResult r = run_epsim("sweep s.yaml -o out -q --set engine.exact_max_gpus=8", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string summary = read_file(dir / "out/summary.md");
+  CHECK(summary.find("| point | ep_degree | sharing | balancer ") != std::string::npos);
+  CHECK(summary.find("|     0 | 8         | exact   | static_ep ") != std::string::npos);
+  CHECK(summary.find("|     1 | 16        | coupled | static_ep ") != std::string::npos);
+  const std::string lock = read_file(dir / "out/sweep.lock.json");
+  CHECK(lock.find("\"sharing\": \"coupled\"") != std::string::npos);
+
+  // A lock written before the sharing was kept, joined without the sweep file: the cell is empty.
+  std::string old_lock = lock;
+  for (const std::string mode : {"\"sharing\": \"exact\"", "\"sharing\": \"coupled\""}) {
+    const std::size_t at = old_lock.find(mode);
+    REQUIRE(at != std::string::npos);
+    const std::size_t comma = old_lock.rfind(',', at);  // (the key follows the point's values)
+    old_lock.erase(comma, at + mode.size() - comma);
+  }
+  write_file(dir / "out/sweep.lock.json", old_lock);
+  const CliResult joined = run_epsim("sweep --join out -o joined -q", dir);
+  INFO(joined.err);
+  REQUIRE(joined.status == 0);
+  CHECK(read_file(dir / "joined/summary.md").find("|     1 | 16        |         | static_ep ") != std::string::npos);
+}
