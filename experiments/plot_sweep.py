@@ -30,8 +30,9 @@ import sys
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 REQUIRED = ["point", "balancer", "metric", "mean", "mean_vs_baseline", "not_served"]
 # Columns of results.csv that are not varied keys; the keys sit between point_id and balancer.
+# `sharing` (the bandwidth sharing a point ran with) follows from its hardware and EP degree.
 FIXED = {"point", "point_id", "balancer", "balancer_name", "metric", "records", "mean", "p50", "p95",
-         "min", "max", "mean_vs_baseline", "not_served"}
+         "min", "max", "mean_vs_baseline", "not_served", "sharing"}
 EXPERT_KEYS = ["experts", "num_experts", "model.num_experts"]
 STRAGGLER_PANELS = [("token_straggler_ratio", "token straggler ratio (max/mean)"),
                     ("gemm_straggler_ratio", "GEMM straggler ratio (max/mean)"),

@@ -176,7 +176,8 @@ SweepTables sweep_tables(const SweepLock& lock, const std::map<std::string, Poin
   SweepTables t;
   t.csv = "point,point_id";
   for (const std::string& c : lock.columns) t.csv += "," + csv_text(c);
-  t.csv += ",balancer,balancer_name,metric,records,mean,p50,p95,min,max,mean_vs_baseline,not_served\n";
+  // `sharing` last, after the columns of earlier versions, which keep their places.
+  t.csv += ",balancer,balancer_name,metric,records,mean,p50,p95,min,max,mean_vs_baseline,not_served,sharing\n";
   const auto& names = sweep_metric_names();
   for (std::size_t i = 0; i < lock.points.size(); ++i) {
     const SweepLock::Point& p = lock.points[i];
@@ -206,10 +207,11 @@ SweepTables sweep_tables(const SweepLock& lock, const std::map<std::string, Poin
           j[metric_stat_names()[s]] = text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(text);
         }
         const double ratio = vs_baseline(o, base, m);
-        line += "," + number(ratio) + "," + csv_text(o.not_served) + "\n";
+        line += "," + number(ratio) + "," + csv_text(o.not_served) + "," + p.sharing + "\n";
         const std::string ratio_text = number(ratio);
         j["mean_vs_baseline"] = ratio_text.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(ratio_text);
         j["not_served"] = o.not_served;
+        j["sharing"] = p.sharing;
         t.csv += line;
         t.jsonl += j.dump() + "\n";
       }

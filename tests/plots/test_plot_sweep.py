@@ -44,6 +44,18 @@ class ReadingTest(unittest.TestCase):
             for column in ("mean", "mean_vs_baseline"):
                 self.assertEqual(float(a[column]), float(b[column]))
 
+    def test_the_sharing_column_is_not_a_key(self):
+        # epsim writes the bandwidth sharing each point ran with as the last column.
+        with open(os.path.join(FIXTURES, "results.csv"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "results.csv")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(lines[0] + ",sharing\n" + "".join(line + ",exact\n" for line in lines[1:]))
+            rows, keys = self.m.read_table(path)
+        self.assertEqual(keys, ["ep_degree"])
+        self.assertEqual(len(rows), 12)
+
     def test_lines_per_balancer_against_ep(self):
         rows, keys = self.m.read_table(os.path.join(FIXTURES, "results.csv"))
         series = self.m.Series(rows, keys, "ep_degree", 6)

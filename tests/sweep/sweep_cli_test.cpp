@@ -122,6 +122,13 @@ TEST_CASE("epsim sweep: summary.md names the bandwidth sharing each point ran wi
   CHECK(summary.find("| point | ep_degree | sharing | balancer ") != std::string::npos);
   CHECK(summary.find("|     0 | 8         | exact   | static_ep ") != std::string::npos);
   CHECK(summary.find("|     1 | 16        | coupled | static_ep ") != std::string::npos);
+  // results.csv and results.jsonl carry it last on every row.
+  const std::string csv = read_file(dir / "out/results.csv");
+  CHECK(csv.rfind("point,point_id,ep_degree,balancer,balancer_name,metric,records,mean,p50,p95,min,max,"
+                  "mean_vs_baseline,not_served,sharing\n", 0) == 0);
+  CHECK(csv.find(",exact\n1,") != std::string::npos);  // point 0's last row, then point 1's first
+  CHECK(csv.substr(csv.size() - 9) == ",coupled\n");
+  CHECK(read_file(dir / "out/results.jsonl").find(",\"sharing\":\"coupled\"}") != std::string::npos);
   const std::string lock = read_file(dir / "out/sweep.lock.json");
   CHECK(lock.find("\"sharing\": \"coupled\"") != std::string::npos);
 
