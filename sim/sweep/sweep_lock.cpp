@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/input_error.hpp"
+#include "sim/hardware/hardware_spec.hpp"
 
 namespace epsim {
 namespace {
@@ -21,6 +22,16 @@ std::string plain_name(const std::string& path, const std::string& name) {
                 c == '-' || c == '+');
   if (!ok) throw InputError(path, "", "not a sweep lock file of this epsim: '" + name + "' is not a plain file name");
   return name;
+}
+
+/// A point's sharing goes into the tables as it is: one of the modes a point resolves to, or empty
+/// (a folder joined from one whose lock is from before the mode was kept).
+std::string sharing_name(const std::string& path, const std::string& name) {
+  if (name.empty()) return name;
+  for (const BandwidthSharing mode : {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link,
+                                      BandwidthSharing::local, BandwidthSharing::coupled})
+    if (name == to_string(mode)) return name;
+  throw InputError(path, "", "not a sweep lock file of this epsim: '" + name + "' is not a bandwidth sharing");
 }
 
 }  // namespace
@@ -86,7 +97,7 @@ SweepLock SweepLock::read(const std::string& path) {
       lp.id = plain_name(path, p.at("id").get<std::string>());
       for (const auto& v : p.at("values")) lp.values.emplace_back(v.at(0).get<std::string>(), v.at(1).get<std::string>());
       // (A lock written before the sharing was kept has none: its tables leave the cell empty.)
-      if (p.contains("sharing")) lp.sharing = p.at("sharing").get<std::string>();
+      if (p.contains("sharing")) lp.sharing = sharing_name(path, p.at("sharing").get<std::string>());
       lock.points.push_back(std::move(lp));
     }
     for (const auto& t : j.at("traces")) lock.traces.push_back(plain_name(path, t.get<std::string>()));

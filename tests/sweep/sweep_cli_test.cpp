@@ -145,4 +145,13 @@ TEST_CASE("epsim sweep: summary.md names the bandwidth sharing each point ran wi
   INFO(joined.err);
   REQUIRE(joined.status == 0);
   CHECK(read_file(dir / "joined/summary.md").find("|     1 | 16        |         | static_ep ") != std::string::npos);
+  // A lock whose sharing is not a mode is not one of epsim's: one error, nothing joined.
+  std::string bad_lock = lock;
+  const std::string coupled = "\"sharing\": \"coupled\"";
+  bad_lock.replace(bad_lock.find(coupled), coupled.size(), "\"sharing\": \"a|b\"");
+  write_file(dir / "out/sweep.lock.json", bad_lock);
+  const CliResult bad = run_epsim("sweep --join out -o joined2 -q", dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("'a|b' is not a bandwidth sharing") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "joined2"));
 }
