@@ -172,6 +172,10 @@ int run_command(const std::vector<std::string>& args) {
     text << "    measured against exact: " << measured << ", but one GPU's finish\n"
          << "    up to " << gpu_off << " off under skewed traffic; for per-GPU stragglers set\n"
          << "    engine.bandwidth_sharing: exact (docs/performance.md, \"" << to_string(sharing) << "\")\n";
+    // Past the width where exact was measured to take up to about 2 s a layer (auto's default
+    // bound), the advice has a price a user should know before taking it.
+    if (spec.ep_degree > EngineSpec{}.exact_max_gpus)
+      text << "    (exact takes seconds to minutes a layer at " << spec.ep_degree << " GPUs)\n";
   }
   text << "\n";
   summary.print(text);

@@ -110,6 +110,8 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
         std::string::npos);
   CHECK(read_file(dir / "out/summary.txt").find("measured against exact") == std::string::npos);
   CHECK(epochs.find("measured against exact") == std::string::npos);
+  // At 16 GPUs exact is cheap: no word of its cost.
+  CHECK(summary_with("  bandwidth_sharing: local\n", "out8").find("exact takes") == std::string::npos);
 }
 
 TEST_CASE("the same inputs give byte-identical outputs") {
@@ -242,4 +244,31 @@ TEST_CASE("epsim --version prints the project's version and exits 0") {
   CHECK(r.status == 0);
   CHECK(r.out == "epsim 0.1.0\n");  // project(epsim VERSION 0.1.0) in CMakeLists.txt
   CHECK(r.err.empty());
+}
+
+TEST_CASE("past EP 256 the run summary says what exact would cost before advising it") {
+  const fs::path dir = scratch_dir("run_sharing_wide");
+  const fs::path src = source_dir();
+  // EP 512 on 64 nodes, a small record (32 tokens a rank) of a model widened to 512 experts.
+  const CliResult trace = run_epsim("trace generate --ranks 512 --experts 512 --top-k 8 --tokens-per-rank 32 "
+                                    "--layers 1 --micro-batches 1 --steps 1 --seed 1 -o t.eptrace", dir);
+  INFO(trace.err);
+  REQUIRE(trace.status == 0);
+  std::string model = read_file(src / "models/glm5-like-128.yaml");
+  model.replace(model.find("num_experts: 128"), 16, "num_experts: 512");
+  write_file(dir / "model.yaml", model);
+  std::string hw = read_file(src / "models/h100-sxm-8.yaml");
+  hw.replace(hw.find("nodes: 8 "), 8, "nodes: 64");
+  write_file(dir / "hw.yaml", hw + "engine:\n  bandwidth_sharing: local\n");
+  std::string yaml = experiment_yaml((dir / "t.eptrace").string(), "ep_degree: 512", 1);
+  yaml.replace(yaml.find("model: "), yaml.find('\n', yaml.find("model: ")) - yaml.find("model: "), "model: model.yaml");
+  yaml.replace(yaml.find("hardware: "), yaml.find('\n', yaml.find("hardware: ")) - yaml.find("hardware: "),
+               "hardware: hw.yaml");
+  write_file(dir / "exp.yaml", yaml + "timeline_records: 0\n");
+  const CliResult r = run_epsim("run exp.yaml -q", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir / "out/summary.txt")
+            .find("    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n"
+                  "    (exact takes seconds to minutes a layer at 512 GPUs)\n") != std::string::npos);
 }
