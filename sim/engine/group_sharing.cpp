@@ -323,8 +323,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   const Time_ps now = queue_.now_ps();
   Time_ps at = kMaxTime_ps;
   const Class* first = nullptr;  // the class whose earliest end comes first (the first such)
-  const double* const fronts = fronts_of(gi);
-  if (fronts != nullptr) {
+  if (fronts_of(gi) != nullptr) {
     // A following group's ends are worked out as its classes change (reckon_end).
     const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
     std::int32_t earliest = -1;
@@ -340,15 +339,16 @@ void GroupSharing::schedule_group(std::int32_t gi) {
       first = &g.classes[static_cast<std::size_t>(earliest)];
     }
   } else {
-    for_each_class(gi, [&](const Class& c) {
-      if (c.ends.empty()) return;
-      const double left = earliest_end(fronts, g, c) - c.clock_bytes - kDoneBytes;
+    // Any other group: its few classes, each on the group's clock.
+    for (const Class& c : g.classes) {
+      if (c.ends.empty()) continue;
+      const double left = c.ends.front().at_bytes - c.clock_bytes - kDoneBytes;
       const Time_ps end = left > 0 ? now + checked_ceil_ps(left / c.rate, "a flow's transfer time") : now;
       if (first == nullptr || end < at) {
         at = end;
         first = &c;
       }
-    });
+    }
   }
   const std::int32_t next = first == nullptr ? -1 : first->ends.front().slot;
   if (next < 0) {
