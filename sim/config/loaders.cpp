@@ -191,12 +191,7 @@ HardwareSpec load_hardware(const std::string& path) {
   if (std::optional<ConfigMap> m = top.get_map_opt("engine")) {
     const std::string sharing =
         m->get_choice_or("bandwidth_sharing", "auto", {"exact", "epochs", "per_link", "local", "coupled", "auto"});
-    hw.engine.bandwidth_sharing = sharing == "epochs"     ? BandwidthSharing::epochs
-                                  : sharing == "per_link" ? BandwidthSharing::per_link
-                                  : sharing == "local"    ? BandwidthSharing::local
-                                  : sharing == "coupled"  ? BandwidthSharing::coupled
-                                  : sharing == "auto"     ? BandwidthSharing::automatic
-                                                          : BandwidthSharing::exact;
+    hw.engine.bandwidth_sharing = *bandwidth_sharing_from_string(sharing);  // (one of the choices)
     hw.engine.exact_max_gpus = as_int(m->get_int_or("exact_max_gpus", hw.engine.exact_max_gpus, 1, kMaxGpus));
     hw.engine.coupled_max_gpus = as_int(m->get_int_or("coupled_max_gpus", hw.engine.coupled_max_gpus, 0, kMaxGpus));
     hw.engine.epoch_tolerance = m->get_double_or("epoch_tolerance", hw.engine.epoch_tolerance, 0, 0.1);

@@ -25,6 +25,13 @@ const char* to_string(BandwidthSharing sharing) {
   return "exact";
 }
 
+std::optional<BandwidthSharing> bandwidth_sharing_from_string(std::string_view name) {
+  for (const BandwidthSharing mode : {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link,
+                                      BandwidthSharing::local, BandwidthSharing::coupled, BandwidthSharing::automatic})
+    if (name == to_string(mode)) return mode;
+  return std::nullopt;
+}
+
 BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus) {
   if (engine.bandwidth_sharing != BandwidthSharing::automatic) return engine.bandwidth_sharing;
   if (num_gpus <= engine.exact_max_gpus) return BandwidthSharing::exact;

@@ -3,7 +3,9 @@
 // models/h100-sxm-8.yaml, not here.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace epsim {
@@ -106,6 +108,8 @@ struct EpBackendSpec {
 enum class BandwidthSharing { exact, epochs, per_link, local, coupled, automatic };
 /// "exact", "epochs", "per_link", "local", "coupled" or "auto" (automatic), as written in a hardware file.
 const char* to_string(BandwidthSharing sharing);
+/// The mode a name written by to_string stands for; nullopt for any other name.
+std::optional<BandwidthSharing> bandwidth_sharing_from_string(std::string_view name);
 
 /// Simulator settings read with the hardware file: they change how precisely, not what, is simulated.
 struct EngineSpec {

@@ -1,6 +1,7 @@
 #include "sim/sweep/sweep_lock.hpp"
 
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -28,10 +29,11 @@ std::string plain_name(const std::string& path, const std::string& name) {
 /// (a folder joined from one whose lock is from before the mode was kept).
 std::string sharing_name(const std::string& path, const std::string& name) {
   if (name.empty()) return name;
-  for (const BandwidthSharing mode : {BandwidthSharing::exact, BandwidthSharing::epochs, BandwidthSharing::per_link,
-                                      BandwidthSharing::local, BandwidthSharing::coupled})
-    if (name == to_string(mode)) return name;
-  throw InputError(path, "", "not a sweep lock file of this epsim: '" + name + "' is not a bandwidth sharing");
+  // A point records the mode it resolved to, never auto itself.
+  const std::optional<BandwidthSharing> mode = bandwidth_sharing_from_string(name);
+  if (mode && *mode != BandwidthSharing::automatic) return name;
+  throw InputError(path, "", "not a sweep lock file of this epsim: '" + name + "' is not a bandwidth sharing a point runs with "
+                                "(exact, epochs, per_link, local or coupled)");
 }
 
 }  // namespace

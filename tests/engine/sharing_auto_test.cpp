@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/config/loaders.hpp"
@@ -56,6 +57,20 @@ TEST_CASE("auto sharing: read from a hardware file, with its GPU threshold") {
       CHECK(std::string(e.what()).find("hw.yaml") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a bandwidth sharing's name reads back as its mode, and no other name does") {
+  using namespace epsim;
+  const std::vector<std::pair<BandwidthSharing, std::string>> modes = {
+      {BandwidthSharing::exact, "exact"},       {BandwidthSharing::epochs, "epochs"},
+      {BandwidthSharing::per_link, "per_link"}, {BandwidthSharing::local, "local"},
+      {BandwidthSharing::coupled, "coupled"},   {BandwidthSharing::automatic, "auto"}};
+  for (const auto& [mode, name] : modes) {
+    CHECK(std::string(to_string(mode)) == name);
+    CHECK(bandwidth_sharing_from_string(name) == mode);
+  }
+  for (const char* other : {"", "automatic", "Exact", "per-link", "local ", "max-min"})
+    CHECK_FALSE(bandwidth_sharing_from_string(other).has_value());
 }
 
 TEST_CASE("auto sharing: exact up to exact_max_gpus, coupled up to coupled_max_gpus, local beyond, other modes whatever the size") {

@@ -154,4 +154,12 @@ TEST_CASE("epsim sweep: summary.md names the bandwidth sharing each point ran wi
   CHECK(bad.status == 2);
   CHECK(bad.err.find("'a|b' is not a bandwidth sharing") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "joined2"));
+  // auto is what a hardware file asks for, never what a point ran with.
+  bad_lock.replace(bad_lock.find("\"sharing\": \"a|b\""), std::string("\"sharing\": \"a|b\"").size(),
+                   "\"sharing\": \"auto\"");
+  write_file(dir / "out/sweep.lock.json", bad_lock);
+  const CliResult automatic = run_epsim("sweep --join out -o joined3 -q", dir);
+  CHECK(automatic.status == 2);
+  CHECK(automatic.err.find("'auto' is not a bandwidth sharing") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "joined3"));
 }
