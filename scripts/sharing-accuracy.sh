@@ -4,8 +4,10 @@
 # BALANCER), 4,096 tokens per rank, H100 nodes of 8, for each EP degree and popularity (uniform,
 # log-normal sigma 0.6 with rank skew 0.2, Zipf 1.2, or those DISTS names). Prints, for each fast
 # model, the layer time under exact and under it, its error, the worst error over every GPU's forward
-# GEMM finish, the range of those errors (earliest to latest), and each run's CPU time
-# (docs/performance.md, "per_link", "local" and "Per GPU at EP 1,024").
+# GEMM finish, the range of those errors (earliest to latest), each run's CPU time, and the GPU that
+# finishes its forward GEMMs last under exact and under the model (where they differ, how far before
+# exact's last GPU the model's pick finishes under exact) (docs/performance.md, "per_link", "local",
+# "Per GPU at EP 1,024" and "Which GPU is last").
 #
 #   scripts/sharing-accuracy.sh [EP ...]          default: 16 32 64 128 256
 #   BALANCER=fastermoe EXPERTS=256 scripts/sharing-accuracy.sh 64
@@ -28,7 +30,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 sed "s/^num_experts: .*/num_experts: $experts/" "$here/models/glm5-like-256.yaml" > "$work/model.yaml"
-printf '%-5s %-9s %-8s %12s %12s %10s %16s %18s %9s %9s\n' EP traffic model "exact (us)" "model (us)" error "worst GPU error" "GPU errors" "exact s" "model s"
+printf '%-5s %-9s %-8s %12s %12s %10s %16s %18s %9s %9s  %s\n' EP traffic model "exact (us)" "model (us)" error "worst GPU error" "GPU errors" "exact s" "model s" "last GPU"
 for ep in "$@"; do
   for dist in "${dists[@]}"; do
     case $dist in
@@ -85,9 +87,16 @@ EOF
       worst=$(gpu_errors | awk -F, '{ e = ($2 - $1) / $1; if (e < 0) e = -e; if (e > w) w = e } END { printf "%.3f%%", 100 * w }')
       range=$(gpu_errors | awk -F, 'NR == 1 { lo = hi = ($2 - $1) / $1 } { e = ($2 - $1) / $1; if (e < lo) lo = e; if (e > hi) hi = e }
                                   END { printf "%+.2f..%+.2f%%", 100 * lo, 100 * hi }')
-      printf '%-5s %-9s %-8s %12.1f %12.1f %+9.3f%% %16s %18s %9s %9s\n' "$ep" "$dist" "$fast" "$exact" "$fast_us" \
+      # Which GPU finishes its forward GEMMs last under each (metrics.csv's last_gpu), and, where they
+      # differ, how far before exact's last GPU the model's pick finishes under exact.
+      last_exact=$(col "$exact_dir/metrics.csv" last_gpu)
+      last_fast=$(col "$work/out-$fast/metrics.csv" last_gpu)
+      last=$(col "$exact_dir/gpus.csv" gemm_finish_fwd_us |
+               awk -v a="$last_exact" -v b="$last_fast" 'NR - 1 == a { fa = $1 } NR - 1 == b { fb = $1 }
+                 END { if (a == b) printf "%d, the same", a; else printf "%d / %d, %.3f%% before", a, b, 100 * (fa - fb) / fa }')
+      printf '%-5s %-9s %-8s %12.1f %12.1f %+9.3f%% %16s %18s %9s %9s  %s\n' "$ep" "$dist" "$fast" "$exact" "$fast_us" \
         "$(awk -v a="$exact" -v b="$fast_us" 'BEGIN { print 100 * (b - a) / a }')" "$worst" "$range" \
-        "$(cat "$work/cpu-exact")" "$(cat "$work/cpu-$fast")"
+        "$(cat "$work/cpu-exact")" "$(cat "$work/cpu-$fast")" "$last"
     done
   done
 done

@@ -30,6 +30,21 @@ Spread spread(const std::vector<T>& values) {
   return s;
 }
 
+// The largest value's lead on the second largest (0 on a tie and for fewer than two values).
+Time_ps lead_of_last(const std::vector<Time_ps>& values) {
+  if (values.size() < 2) return 0;
+  Time_ps first = std::max(values[0], values[1]), second = std::min(values[0], values[1]);
+  for (std::size_t i = 2; i < values.size(); ++i) {
+    if (values[i] > first) {
+      second = first;
+      first = values[i];
+    } else if (values[i] > second) {
+      second = values[i];
+    }
+  }
+  return first - second;
+}
+
 // max/mean with an empty layer (mean 0) read as perfectly balanced.
 double ratio(const Spread& s) { return s.mean > 0 ? s.max / s.mean : 1.0; }
 
@@ -77,6 +92,7 @@ LayerMetrics compute_layer_metrics(const MetricsInput& in) {
   m.gemm_excess = m.gemm_straggler_ratio - 1.0;
   m.gemm_straggler_gpu = gemm.argmax;
   m.last_gpu = spread(r.gemm_finish_fwd_ps).argmax;
+  m.last_gpu_lead_us = ps_to_us(lead_of_last(r.gemm_finish_fwd_ps));
 
   m.forward_us = ps_to_us(r.forward_ps);
   m.backward_us = ps_to_us(r.backward_ps);

@@ -24,6 +24,9 @@ struct LayerMetrics {
   double gemm_straggler_us = 0;  ///< max_g T_g - mean_g T_g: the GEMM straggler as an absolute time
   int gemm_straggler_gpu = 0;
   int last_gpu = 0;  ///< the GPU whose forward routed GEMMs end last
+  /// How much later last_gpu's forward routed GEMMs end than the next latest GPU's: 0 on a tie (the
+  /// lowest-numbered GPU is named) and with one GPU.
+  double last_gpu_lead_us = 0;
   double forward_us = 0, backward_us = 0, layer_time_us = 0;
   double bound_layer_time_us = 0;  ///< the oracle: no plan for this work is faster
   double gap_to_bound_us = 0;      ///< layer_time_us - bound_layer_time_us, >= 0

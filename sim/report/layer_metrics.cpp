@@ -69,6 +69,8 @@ const std::vector<Column>& columns() {
       {"crit_nic_share", [](const LayerMetrics& m) { return fmt(m.crit_nic_share); }},
       {"crit_host_share", [](const LayerMetrics& m) { return fmt(m.crit_host_share); }},
       {"crit_wait_share", [](const LayerMetrics& m) { return fmt(m.crit_wait_share); }},
+      // (after the columns of earlier versions, which keep their places)
+      {"last_gpu_lead_us", [](const LayerMetrics& m) { return fmt(m.last_gpu_lead_us); }},
   };
   return cols;
 }

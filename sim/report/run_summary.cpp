@@ -40,6 +40,7 @@ const std::vector<Row>& rows() {
       {"GEMM straggler (max-mean T, us)", [](const LayerMetrics& m) { return m.gemm_straggler_us; }, "%.1f"},
       {"GEMM time max (us)", [](const LayerMetrics& m) { return m.gemm_max_us; }, "%.1f"},
       {"GEMM time mean (us)", [](const LayerMetrics& m) { return m.gemm_mean_us; }, "%.1f"},
+      {"last GPU's lead on the next GPU (us)", [](const LayerMetrics& m) { return m.last_gpu_lead_us; }, "%.1f"},
       {"forward time (us)", [](const LayerMetrics& m) { return m.forward_us; }, "%.1f"},
       {"backward time (us)", [](const LayerMetrics& m) { return m.backward_us; }, "%.1f"},
       {"layer time (us)", [](const LayerMetrics& m) { return m.layer_time_us; }, "%.1f"},

@@ -56,3 +56,49 @@ TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time min
             m.crit_wait_share ==
         doctest::Approx(1));
 }
+
+TEST_CASE("the last GPU's lead is its forward GEMM finish minus the next latest GPU's, 0 on a tie") {
+  const HardwareSpec hw = test::simple_hardware();
+  const ModelSpec model = test::simple_model();
+  const TraceRecord record = test::record_of({{100, 50}, {0, 100}});
+  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
+  LayerResult result = simulate_layer(hw, model, plan, {150, 100}, false);
+  const std::vector<int> home = {0, 1};
+  const LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
+  MetricsInput in;
+  in.record = &record;
+  in.num_experts = 2;
+  in.gpus_per_node = 2;
+  in.home_gpu = &home;
+  in.plan = &plan;
+  in.result = &result;
+  in.bound = &bound;
+  // The two GPUs of the layer above: GPU 1's 300 us of GEMMs end after GPU 0's 200 us.
+  const LayerMetrics simulated = compute_layer_metrics(in);
+  CHECK(simulated.last_gpu == 1);
+  CHECK(simulated.last_gpu_lead_us ==
+        doctest::Approx(ps_to_us(result.gemm_finish_fwd_ps[1] - result.gemm_finish_fwd_ps[0])));
+  CHECK(simulated.last_gpu_lead_us >= 100 - 1e-6);  // at least the 100 us more of GEMMs
+  // Finishes set by hand (the metric reads them alone): the latest, 900 us on GPU 3, leads the next,
+  // 880 us on GPU 1, by 20 us, whatever the order they come in.
+  for (const std::vector<double>& finish_us : {std::vector<double>{500, 880, 700, 900},
+                                               std::vector<double>{900, 880, 700, 500},
+                                               std::vector<double>{880, 900, 500, 700}}) {
+    result.gemm_finish_fwd_ps.clear();
+    for (const double us : finish_us) result.gemm_finish_fwd_ps.push_back(static_cast<Time_ps>(us * kPsPerUs));
+    const LayerMetrics m = compute_layer_metrics(in);
+    CHECK(m.last_gpu_lead_us == doctest::Approx(20));
+  }
+  // Two GPUs ending together: the lowest-numbered is named, with no lead.
+  result.gemm_finish_fwd_ps = {100 * kPsPerUs, 900 * kPsPerUs, 900 * kPsPerUs};
+  const LayerMetrics tie = compute_layer_metrics(in);
+  CHECK(tie.last_gpu == 1);
+  CHECK(tie.last_gpu_lead_us == 0);
+  result.gemm_finish_fwd_ps = {900 * kPsPerUs};
+  CHECK(compute_layer_metrics(in).last_gpu_lead_us == 0);
+  // metrics.csv carries it as its last column.
+  const std::vector<std::string>& names = layer_metric_names();
+  CHECK(names.back() == "last_gpu_lead_us");
+  result.gemm_finish_fwd_ps = {500 * kPsPerUs, 880 * kPsPerUs};
+  CHECK(layer_metric_values(compute_layer_metrics(in)).back() == "380");
+}

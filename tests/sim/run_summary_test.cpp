@@ -76,3 +76,19 @@ TEST_CASE("run summary: without warm-up records there is one table and no warm-u
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].find("15.0        15.0        19.5        10.0        20.0") != std::string::npos);
 }
+
+TEST_CASE("run summary: the last GPU's lead on the next, over the records") {
+  // Leads 10, 30 and 50 us: mean 30, p50 30, p95 at rank 0.95 x 2 = 1.9, 30 + 0.9 x 20 = 48.
+  std::vector<epsim::LayerMetrics> records;
+  for (const double lead : {30.0, 10.0, 50.0}) {
+    records.push_back(record(100, false, "SM"));
+    records.back().last_gpu_lead_us = lead;
+  }
+  const std::string text = print(records);
+  INFO(text);
+  CHECK(text.find("  last GPU's lead on the next GPU (us)          30.0        30.0        48.0        10.0        50.0\n") !=
+        std::string::npos);
+  // It sits after the GEMM times and before the pass times.
+  CHECK(text.find("GEMM time mean (us)") < text.find("last GPU's lead"));
+  CHECK(text.find("last GPU's lead") < text.find("forward time (us)"));
+}
