@@ -125,20 +125,28 @@ void RunSummary::print(std::ostream& out) const {
   }
 
   // Who straggles: the GPU with the most tokens, and the GPU whose GEMMs end last, counted per record.
-  std::vector<int> most_tokens(num_gpus_, 0), last(num_gpus_, 0);
+  // A GPU named last on a tie (no lead on the next) is named for being the lowest-numbered of the
+  // tied: the line says in how many of its records that was so.
+  std::vector<int> most_tokens(num_gpus_, 0), last(num_gpus_, 0), last_tied(num_gpus_, 0);
   for (const LayerMetrics& m : metrics_) {
     ++most_tokens[m.token_straggler_gpu];
     ++last[m.last_gpu];
+    if (num_gpus_ > 1 && m.last_gpu_lead_us <= 0) ++last_tied[m.last_gpu];
   }
-  auto top = [&](const std::vector<int>& counts, const char* what) {
+  auto top = [&](const std::vector<int>& counts, const char* what, const std::vector<int>* tied) {
     const int g = static_cast<int>(std::max_element(counts.begin(), counts.end()) - counts.begin());
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "  %s: gpu %d in %d of %zu records\n", what, g, counts[g], metrics_.size());
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "  %s: gpu %d in %d of %zu records", what, g, counts[g], metrics_.size());
     out << buf;
+    if (tied != nullptr && (*tied)[g] > 0) {
+      std::snprintf(buf, sizeof buf, " (in %d of them tied with another GPU: the lowest-numbered is named)", (*tied)[g]);
+      out << buf;
+    }
+    out << "\n";
   };
   out << "\n";
-  top(most_tokens, "most tokens most often");
-  top(last, "last to finish its forward GEMMs most often");
+  top(most_tokens, "most tokens most often", nullptr);
+  top(last, "last to finish its forward GEMMs most often", &last_tied);
 }
 
 }  // namespace epsim

@@ -92,3 +92,32 @@ TEST_CASE("run summary: the last GPU's lead on the next, over the records") {
   CHECK(text.find("GEMM time mean (us)") < text.find("last GPU's lead"));
   CHECK(text.find("last GPU's lead") < text.find("forward time (us)"));
 }
+
+TEST_CASE("run summary: the GPU named last says in how many of its records it was named on a tie") {
+  // GPU 1 last in three records, two of them with no lead on the next GPU; GPU 0 once, alone.
+  std::vector<epsim::LayerMetrics> records;
+  for (const double lead : {0.0, 12.5, 0.0}) {
+    records.push_back(record(100, false, "SM"));
+    records.back().last_gpu_lead_us = lead;
+  }
+  records.push_back(record(100, false, "SM"));
+  records.back().last_gpu = 0;
+  records.back().last_gpu_lead_us = 0;
+  const std::string tied = print(records);
+  INFO(tied);
+  CHECK(tied.find("  last to finish its forward GEMMs most often: gpu 1 in 3 of 4 records (in 2 of them tied with "
+                  "another GPU: the lowest-numbered is named)\n") != std::string::npos);
+  // With a lead in every record the line is as it was.
+  for (epsim::LayerMetrics& m : records) m.last_gpu_lead_us = 3;
+  const std::string led = print(records);
+  CHECK(led.find("  last to finish its forward GEMMs most often: gpu 1 in 3 of 4 records\n") != std::string::npos);
+  // One GPU has no other to tie with.
+  epsim::RunSummary one(1);
+  epsim::LayerMetrics alone = record(100, false, "SM");
+  alone.last_gpu = 0;
+  alone.token_straggler_gpu = 0;
+  one.add(alone);
+  std::ostringstream out;
+  one.print(out);
+  CHECK(out.str().find("  last to finish its forward GEMMs most often: gpu 0 in 1 of 1 records\n") != std::string::npos);
+}
