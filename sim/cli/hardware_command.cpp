@@ -39,6 +39,22 @@ struct Row {
   std::string unit;
 };
 
+/// What the sharing a preset names does, in a few words (docs/performance.md has the measurements).
+std::string sharing_meaning(const EngineSpec& engine) {
+  switch (engine.bandwidth_sharing) {
+    case BandwidthSharing::exact: return "(max-min over every link at every flow start and end)";
+    case BandwidthSharing::epochs: return "(exact, a flow's end waiting within engine.epoch_tolerance)";
+    case BandwidthSharing::per_link: return "(each link shared on its own)";
+    case BandwidthSharing::local: return "(max-min within each GPU's sending and receiving links)";
+    case BandwidthSharing::coupled: return "(local, the busiest GPUs' links following their senders)";
+    case BandwidthSharing::automatic: break;
+  }
+  std::string text = "(exact up to " + std::to_string(engine.exact_max_gpus) + " GPUs";
+  if (engine.coupled_max_gpus > engine.exact_max_gpus)
+    text += ", coupled up to " + std::to_string(engine.coupled_max_gpus);
+  return text + ", local beyond)";
+}
+
 std::vector<Row> scalar_rows(const HardwareSpec& hw) {
   const EpBackendSpec& ep = hw.ep_backend;
   return {
@@ -74,6 +90,14 @@ std::vector<Row> scalar_rows(const HardwareSpec& hw) {
       {"ep_backend.token_copies", to_string(ep.token_copies), "copies of a token the exchange moves"},
       {"ep_backend.nvlink_efficiency", num(ep.nvlink_efficiency), "fraction of line rate"},
       {"ep_backend.ib_efficiency", num(ep.ib_efficiency), "fraction of line rate"},
+      // How the engine shares link bandwidth: not the hardware's, but what a run on it uses unless
+      // the file says otherwise (docs/config.md, `engine`).
+      {"engine.bandwidth_sharing", to_string(hw.engine.bandwidth_sharing), sharing_meaning(hw.engine)},
+      {"engine.exact_max_gpus", std::to_string(hw.engine.exact_max_gpus), "GPUs (auto: exact up to this many)"},
+      {"engine.coupled_max_gpus", std::to_string(hw.engine.coupled_max_gpus),
+       "GPUs (auto: coupled up to this many, local beyond)"},
+      {"engine.coupled_gpus", num(hw.engine.coupled_gpus), "share of GPUs whose links follow their senders (coupled)"},
+      {"engine.epoch_tolerance", num(hw.engine.epoch_tolerance), "idle share a flow's end may leave (epochs)"},
   };
 }
 

@@ -50,6 +50,12 @@ TEST_CASE("epsim hardware show prints each value with its unit and source") {
         std::string::npos);
   CHECK(r.out.find("      128 rows: 0.264   # dense M=128: (533 + 510) / 2 / 1979") != std::string::npos);
   CHECK(r.out.find("      1048576 bytes: 1") != std::string::npos);
+  // The engine settings a run on the preset gets: the presets name none, so the loader's defaults.
+  CHECK(r.out.find("  engine.bandwidth_sharing = auto (exact up to 256 GPUs, coupled up to 1024, local beyond)\n"
+                   "      source: not in the file: the loader's default\n") != std::string::npos);
+  CHECK(r.out.find("  engine.exact_max_gpus = 256 GPUs (auto: exact up to this many)\n") != std::string::npos);
+  CHECK(r.out.find("  engine.coupled_gpus = 0.1 share of GPUs whose links follow their senders (coupled)\n") !=
+        std::string::npos);
   // By file stem too.
   const CliResult stem = run_epsim("hardware show h100-sxm-8", dir, kDefaultFolder);
   CHECK(stem.status == 0);
