@@ -10,6 +10,7 @@
 // third argument is the sharing: 0 exact (max-min), 1 per_link (each link shared on its own), 2 local
 // (max-min inside each GPU's sending and receiving links), 3 coupled (local, the busiest tenth of the
 // GPUs' links following their senders); 1 to 3 count no re-solves, so those counters read 0.
+// BM_ExchangeFanout and BM_ExchangeShape time two parts of its set-up alone.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "sim/plan/plan.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/replay/exchange_fanout.hpp"
+#include "sim/replay/exchange_shape.hpp"
 #include "sim/replay/layer_metrics.hpp"
 #include "sim/replay/layer_run.hpp"
 #include "sim/replay/sim_context.hpp"
@@ -185,6 +187,39 @@ void BM_ExchangeFanout(benchmark::State& state) {
   state.counters["legs"] = static_cast<double>(legs);
 }
 
+/// A wide layer's two exchange shapes (its dispatch's and its combine's), built from the fanout's legs
+/// as LayerRun builds them: each leg's tokens into a GPU-by-GPU payload and a source-by-node one, then
+/// ExchangeShape's walks over the pairs, its hops and the links between them. The near-uniform layer
+/// of BM_WideEpLayer with per-node copies.
+void BM_ExchangeShape(benchmark::State& state) {
+  const StaticLayer layer(static_cast<int>(state.range(0)), 2048, [](HardwareSpec&) {});
+  const HardwareSpec& hw = layer.hw;
+  const int n = layer.plan.num_gpus;
+  const SimContext context(hw, layer.model, n);
+  const Topology& topology = context.topology();
+  const ExchangeFanout fanout(layer.plan, nullptr, layer.model, hw.ep_backend.token_copies, hw.gpus_per_node);
+  std::size_t hops = 0;
+  ExchangePayload payload;  // one for both, refilled, as LayerRun keeps one
+  payload.gpu_bytes.resize(static_cast<std::size_t>(n));
+  payload.node_bytes.resize(static_cast<std::size_t>(n));
+  for (auto _ : state) {
+    for (const bool reverse : {false, true}) {
+      payload.to_sources = reverse;
+      for (std::vector<double>& row : payload.gpu_bytes) row.assign(static_cast<std::size_t>(n), 0.0);
+      for (const LegTokens& leg : fanout.gpu_legs(0)) {
+        if (reverse) payload.gpu_bytes[leg.dst][leg.src] += leg.tokens;
+        else payload.gpu_bytes[leg.src][leg.dst] += leg.tokens;
+      }
+      for (std::vector<double>& row : payload.node_bytes) row.assign(static_cast<std::size_t>(topology.num_nodes()), 0.0);
+      for (const LegTokens& leg : fanout.node_legs(0)) payload.node_bytes[leg.src][leg.dst] += leg.tokens;
+      const ExchangeShape shape(topology, payload, hw.ep_backend.dispatch_engine);
+      hops = shape.hops().size();
+      benchmark::DoNotOptimize(hops);
+    }
+  }
+  state.counters["hops"] = static_cast<double>(hops);
+}
+
 /// One record as `epsim run` handles it, beyond the engine: static EP's plan and its check, the
 /// layer simulated (local sharing, hops unnamed), the oracle's bound and the layer's metrics, on the
 /// near-uniform wide layer of BM_WideEpLayer. BM_WideEpLayer is the engine's part alone.
@@ -225,6 +260,8 @@ void BM_WideEpRecord(benchmark::State& state) {
 BENCHMARK(BM_WideEpRecord)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_ExchangeFanout)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_ExchangeShape)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_WideEpLayer)
     ->ArgNames({"ep", "counts", "sharing"})
