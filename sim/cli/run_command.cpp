@@ -17,6 +17,7 @@
 #include "sim/plan/plan_json.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/simulate_layer.hpp"
+#include "sim/report/exact_check.hpp"
 #include "sim/report/output_folder.hpp"
 #include "sim/report/perfetto_writer.hpp"
 #include "sim/report/run_summary.hpp"
@@ -63,7 +64,7 @@ int run_command(const std::vector<std::string>& args) {
   std::string experiment_path, output_override;
   bool overwrite = false, quiet = false, write_plans = false;
   int threads = 0;
-  int max_records = -1, timeline_records = -1;
+  int max_records = -1, timeline_records = -1, check_exact = 0;
   po::options_description options("epsim run EXPERIMENT.yaml [options]");
   options.add_options()
       ("help,h", "show this help")
@@ -77,6 +78,9 @@ int run_command(const std::vector<std::string>& args) {
       ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
        "records simulated at once (0 = every core; 1 = one after another; default 0); outputs do not depend on it")
       ("write-plans", po::bool_switch(&write_plans), "also write every Plan to plans.jsonl")
+      ("check-exact", po::value(&check_exact)->notifier(require_non_negative("--check-exact")),
+       "simulate the first N records again under exact bandwidth sharing and report how far the run's "
+       "sharing is from it (summary, exact_check.csv); exact takes seconds to minutes a layer past 256 GPUs")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "experiment")) return 0;
   if (experiment_path.empty()) throw InputError("command line", "", "missing EXPERIMENT.yaml (see epsim run --help)");
@@ -96,6 +100,8 @@ int run_command(const std::vector<std::string>& args) {
               "nvlink_out_util,nic_out_util,copy_engine_util\n";
 
   RunSummary summary(spec.ep_degree);
+  std::optional<ExactCheck> check;
+  if (check_exact > 0) check.emplace(static_cast<std::size_t>(check_exact));
   std::optional<StepAccumulator> step;
   if (spec.step) step.emplace(spec);
   Time_ps timeline_offset_ps = 0;
@@ -123,7 +129,21 @@ int run_command(const std::vector<std::string>& args) {
     }
     summary.add(o.metrics);
     if (step) add_step_record(*step, o);
+    if (check) check->add_run(o.metrics, o.result);
   }, threads > 0 ? static_cast<unsigned>(threads) : cores);
+  // The same first records again under exact sharing, where the run used another: the same plans
+  // (a balancer plans from the counts and its history of them), other rates.
+  const BandwidthSharing run_sharing = sharing_for(spec.hardware.engine, spec.ep_degree);
+  const bool checking = check && run_sharing != BandwidthSharing::exact && summary.records() > 0;
+  if (checking) {
+    ExperimentSpec exact_spec = spec;
+    exact_spec.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
+    exact_spec.max_records = static_cast<int>(std::min(check->wanted(), summary.records()));
+    exact_spec.timeline_records = 0;
+    replay(exact_spec, [&](const LayerOutcome& o) { check->add_exact(o.metrics, o.result); },
+           threads > 0 ? static_cast<unsigned>(threads) : cores);
+    check->write_csv(folder.open("exact_check.csv"));
+  }
   timeline.close();
 
   std::ostringstream text;
@@ -139,7 +159,7 @@ int run_command(const std::vector<std::string>& args) {
        << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n";
   // The sharing mode changes the figures (epochs within about its tolerance), so the summary says which.
   const EngineSpec& engine = spec.hardware.engine;
-  const BandwidthSharing sharing = sharing_for(engine, spec.ep_degree);
+  const BandwidthSharing sharing = run_sharing;
   text << "  bandwidth sharing ";
   if (engine.bandwidth_sharing == BandwidthSharing::automatic) {
     text << "auto: " << to_string(sharing) << " at " << spec.ep_degree << " GPUs (exact up to "
@@ -177,6 +197,8 @@ int run_command(const std::vector<std::string>& args) {
     if (spec.ep_degree > EngineSpec{}.exact_max_gpus)
       text << "    (exact takes seconds to minutes a layer at " << spec.ep_degree << " GPUs)\n";
   }
+  if (checking) check->print(text, to_string(sharing));
+  else if (check) text << "    --check-exact: the run's sharing is exact; nothing to check\n";
   text << "\n";
   summary.print(text);
   if (step) {
@@ -187,7 +209,8 @@ int run_command(const std::vector<std::string>& args) {
   // summary.txt holds only what the inputs determine, so equal inputs give equal files wherever they go.
   folder.open("summary.txt") << text.str();
   text << "\n  outputs: " << spec.output_dir << "/{metrics.csv,gpus.csv,timeline.json,summary.txt"
-       << (write_plans ? ",plans.jsonl" : "") << (step ? ",step.json" : "") << "}\n";
+       << (write_plans ? ",plans.jsonl" : "") << (step ? ",step.json" : "") << (checking ? ",exact_check.csv" : "")
+       << "}\n";
 
   folder.commit();
   if (!quiet) std::cout << text.str();

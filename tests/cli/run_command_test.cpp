@@ -1,9 +1,12 @@
 // `epsim run` end to end, as a user runs it: outputs, determinism, and refusal of bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/cli/run_cli.hpp"
 #include "tests/test_paths.hpp"
@@ -271,4 +274,102 @@ TEST_CASE("past EP 256 the run summary says what exact would cost before advisin
   CHECK(read_file(dir / "out/summary.txt")
             .find("    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n"
                   "    (exact takes seconds to minutes a layer at 512 GPUs)\n") != std::string::npos);
+}
+
+namespace {
+
+/// A CSV file's rows (the header first), split at commas.
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cells_in(line);
+    for (std::string cell; std::getline(cells_in, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+/// Column `name` of `rows` (header first), row by row.
+std::vector<std::string> column(const std::vector<std::vector<std::string>>& rows, const std::string& name) {
+  std::vector<std::string> out;
+  const auto at = std::find(rows.front().begin(), rows.front().end(), name);
+  REQUIRE(at != rows.front().end());
+  const std::size_t c = static_cast<std::size_t>(at - rows.front().begin());
+  for (std::size_t r = 1; r < rows.size(); ++r) out.push_back(rows[r].at(c));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("epsim run --check-exact simulates the first records again under exact and reports the run's error against it") {
+  const fs::path dir = scratch_dir("run_check_exact");
+  std::string yaml = experiment_yaml();
+  yaml.replace(yaml.find("hardware: "), yaml.find('\n', yaml.find("hardware: ")) - yaml.find("hardware: "),
+               "hardware: " + (dir / "hw.yaml").string());
+  write_file(dir / "exp.yaml", yaml);
+  const auto run = [&](const std::string& sharing, const std::string& options) {
+    write_file(dir / "hw.yaml", read_file(source_dir() / "models/h100-sxm-8.yaml") + "engine:\n  bandwidth_sharing: " +
+                                    sharing + "\n");
+    return run_epsim("run exp.yaml " + options, dir);
+  };
+  // The same three records under local, checked on two; under local alone; under exact alone.
+  const CliResult checked = run("local", "--check-exact 2 -o checked");
+  INFO(checked.err);
+  REQUIRE(checked.status == 0);
+  REQUIRE(run("local", "-o plain").status == 0);
+  REQUIRE(run("exact", "-o exact").status == 0);
+  // The run's own outputs are those of the run without the check, to the byte.
+  for (const char* f : {"metrics.csv", "gpus.csv", "timeline.json"})
+    CHECK(read_file(dir / "checked" / f) == read_file(dir / "plain" / f));
+  // exact_check.csv: a row for each of the two records, its figures those of the two separate runs.
+  const auto check = csv_rows(read_file(dir / "checked/exact_check.csv"));
+  REQUIRE(check.size() == 3);
+  const auto local_rows = csv_rows(read_file(dir / "plain/metrics.csv"));
+  const auto exact_rows = csv_rows(read_file(dir / "exact/metrics.csv"));
+  const auto first_two = [](std::vector<std::string> v) { return std::vector<std::string>(v.begin(), v.begin() + 2); };
+  CHECK(column(check, "layer_time_us") == first_two(column(local_rows, "layer_time_us")));
+  CHECK(column(check, "exact_layer_time_us") == first_two(column(exact_rows, "layer_time_us")));
+  CHECK(column(check, "last_gpu") == first_two(column(local_rows, "last_gpu")));
+  CHECK(column(check, "exact_last_gpu") == first_two(column(exact_rows, "last_gpu")));
+  for (std::size_t r = 0; r < 2; ++r) {
+    const double local_us = std::stod(column(check, "layer_time_us")[r]);
+    const double exact_us = std::stod(column(check, "exact_layer_time_us")[r]);
+    CHECK(std::stod(column(check, "layer_error")[r]) == doctest::Approx(local_us / exact_us - 1).epsilon(1e-6));
+  }
+  // Every GPU's forward GEMM finish against exact's, from the two runs' gpus.csv (16 GPUs a record).
+  const auto local_gpus = column(csv_rows(read_file(dir / "plain/gpus.csv")), "gemm_finish_fwd_us");
+  const auto exact_gpus = column(csv_rows(read_file(dir / "exact/gpus.csv")), "gemm_finish_fwd_us");
+  for (std::size_t r = 0; r < 2; ++r) {
+    double lo = 1, hi = -1;
+    for (std::size_t g = 0; g < 16; ++g) {
+      const double e = std::stod(local_gpus[r * 16 + g]) / std::stod(exact_gpus[r * 16 + g]) - 1;
+      lo = std::min(lo, e);
+      hi = std::max(hi, e);
+    }
+    CHECK(std::stod(column(check, "gpu_error_min")[r]) == doctest::Approx(lo).epsilon(1e-6));
+    CHECK(std::stod(column(check, "gpu_error_max")[r]) == doctest::Approx(hi).epsilon(1e-6));
+  }
+  // The summary says so, beside the mode's measured claim, and lists the file.
+  const std::string summary = read_file(dir / "checked/summary.txt");
+  CHECK(summary.find("\n    checked against exact on this trace's first 2 records (--check-exact, exact_check.csv):\n"
+                     "      local's layer time ") != std::string::npos);
+  CHECK(summary.find("the GPU named last exact's in ") != std::string::npos);
+  CHECK(checked.out.find(",exact_check.csv}") != std::string::npos);
+  // More records asked for than the run has: those it has.
+  REQUIRE(run("local", "--check-exact 9 -o all").status == 0);
+  CHECK(csv_rows(read_file(dir / "all/exact_check.csv")).size() == 4);
+  CHECK(read_file(dir / "all/summary.txt").find("first 3 records") != std::string::npos);
+  // A run under exact has nothing to check.
+  const CliResult exact_checked = run("exact", "--check-exact 1 -o exact_checked");
+  REQUIRE(exact_checked.status == 0);
+  CHECK(read_file(dir / "exact_checked/summary.txt").find("--check-exact: the run's sharing is exact; nothing to check") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "exact_checked/exact_check.csv"));
+  // A negative count is refused before anything is written.
+  const CliResult negative = run("local", "--check-exact -1 -o negative");
+  CHECK(negative.status == 2);
+  CHECK(negative.err.find("--check-exact") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "negative"));
 }

@@ -1,0 +1,97 @@
+#include "sim/report/exact_check.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+namespace epsim {
+
+namespace {
+
+std::string fmt(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string percent(double share) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%+.3f%%", 100 * share);
+  return buf;
+}
+
+}  // namespace
+
+void ExactCheck::add_run(const LayerMetrics& metrics, const LayerResult& result) {
+  if (kept_.size() >= wanted_) return;
+  kept_.push_back({metrics.step, metrics.micro_batch, metrics.layer_id, metrics.layer_time_us, metrics.last_gpu,
+                   result.gemm_finish_fwd_ps});
+}
+
+void ExactCheck::add_exact(const LayerMetrics& metrics, const LayerResult& result) {
+  if (rows_.size() >= kept_.size()) throw std::logic_error("ExactCheck: more exact records than the run kept");
+  Row row;
+  row.run = kept_[rows_.size()];
+  row.exact_layer_us = metrics.layer_time_us;
+  row.exact_last_gpu = metrics.last_gpu;
+  row.exact_lead_us = metrics.last_gpu_lead_us;
+  const std::vector<Time_ps>& exact = result.gemm_finish_fwd_ps;
+  const std::vector<Time_ps>& run = row.run.finish_ps;
+  if (exact.size() != run.size()) throw std::logic_error("ExactCheck: the exact record has another GPU count");
+  bool first = true;
+  for (std::size_t g = 0; g < exact.size(); ++g) {
+    if (exact[g] <= 0) continue;  // a GPU without forward GEMMs finishes nothing to compare
+    const double e = static_cast<double>(run[g] - exact[g]) / static_cast<double>(exact[g]);
+    row.gpu_error_min = first ? e : std::min(row.gpu_error_min, e);
+    row.gpu_error_max = first ? e : std::max(row.gpu_error_max, e);
+    first = false;
+  }
+  const double last = static_cast<double>(exact[static_cast<std::size_t>(row.exact_last_gpu)]);
+  const double pick = static_cast<double>(exact[static_cast<std::size_t>(row.run.last_gpu)]);
+  row.pick_before = last > 0 ? (last - pick) / last : 0;
+  rows_.push_back(std::move(row));
+}
+
+void ExactCheck::write_csv(std::ostream& out) const {
+  out << "step,micro_batch,layer_id,layer_time_us,exact_layer_time_us,layer_error,gpu_error_min,gpu_error_max,"
+         "last_gpu,exact_last_gpu,exact_last_gpu_lead_us,last_gpu_before_exact\n";
+  for (const Row& r : rows_) {
+    out << r.run.step << ',' << r.run.micro_batch << ',' << r.run.layer_id << ',' << fmt(r.run.layer_us) << ','
+        << fmt(r.exact_layer_us) << ',' << fmt(r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0)
+        << ',' << fmt(r.gpu_error_min) << ',' << fmt(r.gpu_error_max) << ',' << r.run.last_gpu << ','
+        << r.exact_last_gpu << ',' << fmt(r.exact_lead_us) << ',' << fmt(r.pick_before) << '\n';
+  }
+}
+
+void ExactCheck::print(std::ostream& out, const std::string& sharing) const {
+  if (rows_.empty()) return;
+  double layer_min = 0, layer_max = 0, gpu_min = 0, gpu_max = 0, worst_pick = 0;
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    const Row& r = rows_[i];
+    const double e = r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0;
+    layer_min = i == 0 ? e : std::min(layer_min, e);
+    layer_max = i == 0 ? e : std::max(layer_max, e);
+    gpu_min = i == 0 ? r.gpu_error_min : std::min(gpu_min, r.gpu_error_min);
+    gpu_max = i == 0 ? r.gpu_error_max : std::max(gpu_max, r.gpu_error_max);
+    // A pick that ends with exact's last GPU under exact (a tie) names a GPU that is last too.
+    if (r.run.last_gpu == r.exact_last_gpu || r.pick_before <= 0) ++same;
+    else worst_pick = std::max(worst_pick, r.pick_before);
+  }
+  const std::size_t n = rows_.size();
+  out << "    checked against exact on this trace's first " << (n == 1 ? std::string("record") : std::to_string(n) + " records")
+      << " (--check-exact, exact_check.csv):\n"
+      << "      " << sharing << "'s layer time " << percent(layer_min);
+  if (n > 1) out << " to " << percent(layer_max);
+  out << ", every GPU's forward GEMM finish " << percent(gpu_min) << " to " << percent(gpu_max) << ",\n"
+      << "      the GPU named last exact's in " << same << " of " << n;
+  if (same < n) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "; where not, its pick ends up to %.3f%% before exact's under exact", 100 * worst_pick);
+    out << buf;
+  }
+  out << "\n";
+}
+
+}  // namespace epsim
