@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "sim/balancers/static_ep.hpp"
 #include "sim/replay/layer_metrics.hpp"
@@ -13,25 +14,38 @@
 
 using namespace epsim;
 
+namespace {
+
+// Rank 0 routes 100 tokens to expert 0 (GPU 0) and 50 to expert 1 (GPU 1); rank 1 routes 100 to
+// expert 1. GEMM times at 2 us per token: GPU 0 200 us, GPU 1 300 us. The layer simulated, and what
+// its metrics read.
+struct TwoGpuLayer {
+  HardwareSpec hw = test::simple_hardware();
+  ModelSpec model = test::simple_model();
+  TraceRecord record = test::record_of({{100, 50}, {0, 100}});
+  Plan plan = StaticEp().plan(record, test::context_for(model, hw));
+  LayerResult result = simulate_layer(hw, model, plan, {150, 100}, false);
+  std::vector<int> home = {0, 1};
+  LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
+
+  MetricsInput input() const {
+    MetricsInput in;
+    in.record = &record;
+    in.num_experts = 2;
+    in.gpus_per_node = 2;
+    in.home_gpu = &home;
+    in.plan = &plan;
+    in.result = &result;
+    in.bound = &bound;
+    return in;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time minus the mean") {
-  const HardwareSpec hw = test::simple_hardware();
-  const ModelSpec model = test::simple_model();
-  // Rank 0 routes 100 tokens to expert 0 (GPU 0) and 50 to expert 1 (GPU 1); rank 1 routes 100 to
-  // expert 1. GEMM times at 2 us per token: GPU 0 200 us, GPU 1 300 us.
-  const TraceRecord record = test::record_of({{100, 50}, {0, 100}});
-  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
-  const LayerResult result = simulate_layer(hw, model, plan, {150, 100}, false);
-  const std::vector<int> home = {0, 1};
-  MetricsInput in;
-  in.record = &record;
-  in.num_experts = 2;
-  in.gpus_per_node = 2;
-  in.home_gpu = &home;
-  in.plan = &plan;
-  in.result = &result;
-  const LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
-  in.bound = &bound;
-  const LayerMetrics m = compute_layer_metrics(in);
+  const TwoGpuLayer layer;
+  const LayerMetrics m = compute_layer_metrics(layer.input());
   // max 300 us, mean 250 us: 50 us absolute, 1.2 as a ratio.
   CHECK(m.gemm_max_us == doctest::Approx(300));
   CHECK(m.gemm_mean_us == doctest::Approx(250));
@@ -58,21 +72,9 @@ TEST_CASE("the GEMM straggler in microseconds is the slowest GPU's GEMM time min
 }
 
 TEST_CASE("the last GPU's lead is its forward GEMM finish minus the next latest GPU's, 0 on a tie") {
-  const HardwareSpec hw = test::simple_hardware();
-  const ModelSpec model = test::simple_model();
-  const TraceRecord record = test::record_of({{100, 50}, {0, 100}});
-  const Plan plan = StaticEp().plan(record, test::context_for(model, hw));
-  LayerResult result = simulate_layer(hw, model, plan, {150, 100}, false);
-  const std::vector<int> home = {0, 1};
-  const LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
-  MetricsInput in;
-  in.record = &record;
-  in.num_experts = 2;
-  in.gpus_per_node = 2;
-  in.home_gpu = &home;
-  in.plan = &plan;
-  in.result = &result;
-  in.bound = &bound;
+  TwoGpuLayer layer;
+  const MetricsInput in = layer.input();
+  LayerResult& result = layer.result;
   // The two GPUs of the layer above: GPU 1's 300 us of GEMMs end after GPU 0's 200 us.
   const LayerMetrics simulated = compute_layer_metrics(in);
   CHECK(simulated.last_gpu == 1);
