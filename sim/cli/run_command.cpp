@@ -198,7 +198,8 @@ int run_command(const std::vector<std::string>& args) {
       text << "    (exact takes seconds to minutes a layer at " << spec.ep_degree << " GPUs)\n";
   }
   if (checking) check->print(text, to_string(sharing));
-  else if (check) text << "    --check-exact: the run's sharing is exact; nothing to check\n";
+  else if (check && run_sharing == BandwidthSharing::exact)
+    text << "    --check-exact: the run's sharing is exact; nothing to check\n";
   text << "\n";
   summary.print(text);
   if (step) {

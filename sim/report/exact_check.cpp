@@ -33,6 +33,8 @@ void ExactCheck::add_exact(const LayerMetrics& metrics, const LayerResult& resul
   if (rows_.size() >= kept_.size()) throw std::logic_error("ExactCheck: more exact records than the run kept");
   Row row;
   row.run = kept_[rows_.size()];
+  if (metrics.step != row.run.step || metrics.micro_batch != row.run.micro_batch || metrics.layer_id != row.run.layer_id)
+    throw std::logic_error("ExactCheck: the exact record is not the run's record at its place");
   row.exact_layer_us = metrics.layer_time_us;
   row.exact_last_gpu = metrics.last_gpu;
   row.exact_lead_us = metrics.last_gpu_lead_us;

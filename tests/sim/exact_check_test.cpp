@@ -69,8 +69,11 @@ TEST_CASE("the exact check of one record names it alone, and one that found the 
         "    checked against exact on this trace's first record (--check-exact, exact_check.csv):\n"
         "      local's layer time +0.000%, every GPU's forward GEMM finish +0.000% to +0.000%,\n"
         "      the GPU named last exact's in 1 of 1\n");
-  // A record under exact with another GPU count is not the run's.
+  // A record under exact with another GPU count, or from another place in the trace, is not the run's.
   ExactCheck other(1);
   other.add_run(metrics(500, 0), finishing({400, 100}));
   CHECK_THROWS_AS(other.add_exact(metrics(500, 0), finishing({400, 100, 50})), std::logic_error);
+  LayerMetrics later = metrics(500, 0);
+  later.micro_batch = 1;
+  CHECK_THROWS_AS(other.add_exact(later, finishing({400, 100})), std::logic_error);
 }
