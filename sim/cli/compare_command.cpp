@@ -47,9 +47,7 @@ std::string sharing_sentence(const EngineSpec& engine, const std::vector<int>& e
     out << (i == 0 ? ": " : "; ") << to_string(picked[i].first) << " at EP ";
     for (std::size_t k = 0; k < picked[i].second.size(); ++k) out << (k ? ", " : "") << picked[i].second[k];
   }
-  out << " (exact up to " << engine.exact_max_gpus << " GPUs";
-  if (engine.coupled_max_gpus > engine.exact_max_gpus) out << ", coupled up to " << engine.coupled_max_gpus;
-  out << ", local beyond; `engine.bandwidth_sharing` in the hardware file, docs/config.md).";
+  out << " (" << auto_ranges(engine, " GPUs") << "; `engine.bandwidth_sharing` in the hardware file, docs/config.md).";
   return out.str();
 }
 

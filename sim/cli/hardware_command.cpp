@@ -49,10 +49,7 @@ std::string sharing_meaning(const EngineSpec& engine) {
     case BandwidthSharing::coupled: return "(local, the busiest GPUs' links following their senders)";
     case BandwidthSharing::automatic: break;
   }
-  std::string text = "(exact up to " + std::to_string(engine.exact_max_gpus) + " GPUs";
-  if (engine.coupled_max_gpus > engine.exact_max_gpus)
-    text += ", coupled up to " + std::to_string(engine.coupled_max_gpus);
-  return text + ", local beyond)";
+  return "(" + auto_ranges(engine, " GPUs") + ")";
 }
 
 std::vector<Row> scalar_rows(const HardwareSpec& hw) {

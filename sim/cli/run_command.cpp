@@ -133,8 +133,8 @@ int run_command(const std::vector<std::string>& args) {
   }, threads > 0 ? static_cast<unsigned>(threads) : cores);
   // The same first records again under exact sharing, where the run used another: the same plans
   // (a balancer plans from the counts and its history of them), other rates.
-  const BandwidthSharing run_sharing = sharing_for(spec.hardware.engine, spec.ep_degree);
-  const bool checking = check && run_sharing != BandwidthSharing::exact && summary.records() > 0;
+  const BandwidthSharing sharing = sharing_for(spec.hardware.engine, spec.ep_degree);
+  const bool checking = check && sharing != BandwidthSharing::exact && summary.records() > 0;
   if (checking) {
     ExperimentSpec exact_spec = spec;
     exact_spec.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
@@ -159,13 +159,9 @@ int run_command(const std::vector<std::string>& args) {
        << spec.balancer.name << ", backward " << (spec.backward ? "on" : "off") << "\n";
   // The sharing mode changes the figures (epochs within about its tolerance), so the summary says which.
   const EngineSpec& engine = spec.hardware.engine;
-  const BandwidthSharing sharing = run_sharing;
   text << "  bandwidth sharing ";
   if (engine.bandwidth_sharing == BandwidthSharing::automatic) {
-    text << "auto: " << to_string(sharing) << " at " << spec.ep_degree << " GPUs (exact up to "
-         << engine.exact_max_gpus;
-    if (engine.coupled_max_gpus > engine.exact_max_gpus) text << ", coupled up to " << engine.coupled_max_gpus;
-    text << ", local beyond)";
+    text << "auto: " << to_string(sharing) << " at " << spec.ep_degree << " GPUs (" << auto_ranges(engine) << ")";
   } else {
     text << to_string(sharing);
   }
@@ -198,7 +194,7 @@ int run_command(const std::vector<std::string>& args) {
       text << "    (exact takes seconds to minutes a layer at " << spec.ep_degree << " GPUs)\n";
   }
   if (checking) check->print(text, to_string(sharing));
-  else if (check && run_sharing == BandwidthSharing::exact)
+  else if (check && sharing == BandwidthSharing::exact)
     text << "    --check-exact: the run's sharing is exact; nothing to check\n";
   text << "\n";
   summary.print(text);

@@ -32,6 +32,13 @@ std::optional<BandwidthSharing> bandwidth_sharing_from_string(std::string_view n
   return std::nullopt;
 }
 
+std::string auto_ranges(const EngineSpec& engine, std::string_view unit) {
+  std::string text = "exact up to " + std::to_string(engine.exact_max_gpus);
+  text.append(unit);
+  if (engine.coupled_max_gpus > engine.exact_max_gpus) text += ", coupled up to " + std::to_string(engine.coupled_max_gpus);
+  return text + ", local beyond";
+}
+
 BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus) {
   if (engine.bandwidth_sharing != BandwidthSharing::automatic) return engine.bandwidth_sharing;
   if (num_gpus <= engine.exact_max_gpus) return BandwidthSharing::exact;

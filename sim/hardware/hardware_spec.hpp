@@ -149,6 +149,9 @@ struct EngineSpec {
 /// The sharing a simulation of `num_gpus` GPUs runs with: `engine.bandwidth_sharing`, with auto
 /// resolved by the GPU count (never returns automatic).
 BandwidthSharing sharing_for(const EngineSpec& engine, int num_gpus);
+/// auto's ranges as summaries write them: "exact up to 256`unit`, coupled up to 1024, local beyond",
+/// the coupled range only where coupled_max_gpus is above exact_max_gpus (sharing_for's rule).
+std::string auto_ranges(const EngineSpec& engine, std::string_view unit = "");
 
 struct HardwareSpec {
   std::string name;

@@ -32,7 +32,7 @@ void ExactCheck::add_run(const LayerMetrics& metrics, const LayerResult& result)
 void ExactCheck::add_exact(const LayerMetrics& metrics, const LayerResult& result) {
   if (rows_.size() >= kept_.size()) throw std::logic_error("ExactCheck: more exact records than the run kept");
   Row row;
-  row.run = kept_[rows_.size()];
+  row.run = std::move(kept_[rows_.size()]);  // (kept until its exact record comes, then its row's)
   if (metrics.step != row.run.step || metrics.micro_batch != row.run.micro_batch || metrics.layer_id != row.run.layer_id)
     throw std::logic_error("ExactCheck: the exact record is not the run's record at its place");
   row.exact_layer_us = metrics.layer_time_us;
