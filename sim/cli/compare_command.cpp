@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/report/comparison_exact_check.hpp"
 #include "sim/report/comparison_table.hpp"
 #include "sim/report/output_folder.hpp"
 
@@ -53,7 +55,8 @@ std::string sharing_sentence(const EngineSpec& engine, const std::vector<int>& e
 
 /// comparison.md: a title, what was compared (names only, so that the file does not depend on where
 /// the command ran), the table and the cases that were skipped.
-std::string markdown_document(const ComparisonSpec& spec, const std::vector<ComparisonRow>& rows) {
+std::string markdown_document(const ComparisonSpec& spec, const std::vector<ComparisonRow>& rows,
+                              const ComparisonExactCheck* check) {
   std::ostringstream out;
   out << "# Comparison: " << spec.name << "\n\n";
   out << "Hardware " << spec.hardware.name << ", " << to_string(spec.placement) << " placement, backward "
@@ -75,6 +78,7 @@ std::string markdown_document(const ComparisonSpec& spec, const std::vector<Comp
   for (const SkippedCase& s : spec.skipped)
     out << "\nSkipped case " << s.name << ": trace " << std::filesystem::path(s.trace_path).filename().string()
         << " not found (optional).\n";
+  if (check != nullptr) out << "\n" << check->markdown(spec.baseline);
   return out.str();
 }
 
@@ -84,7 +88,7 @@ int compare_command(const std::vector<std::string>& args) {
   std::string comparison_path, output_override;
   bool overwrite = false, quiet = false;
   int threads = 0;
-  int max_records = -1;
+  int max_records = -1, check_exact = 0;
   po::options_description options("epsim compare COMPARISON.yaml [options]");
   options.add_options()
       ("help,h", "show this help")
@@ -95,6 +99,10 @@ int compare_command(const std::vector<std::string>& args) {
        "replay at most N records per replay (0 = all; default: the file's)")
       ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
        "records simulated at once (0 = every core; 1 = one after another; default 0); outputs do not depend on it")
+      ("check-exact", po::value(&check_exact)->notifier(require_non_negative("--check-exact")),
+       "simulate each replay's first N records again under exact bandwidth sharing and report how far the fast "
+       "sharing is from it, and whether the balancers keep their order (comparison.md, exact_check.csv); exact "
+       "takes seconds to minutes a layer past 256 GPUs")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success (no table, no progress)");
   if (!parse_command_line(args, options, "comparison")) return 0;
   if (comparison_path.empty())
@@ -109,13 +117,22 @@ int compare_command(const std::vector<std::string>& args) {
   const unsigned replay_threads =
       threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<ComparisonRow> rows;
+  std::optional<ComparisonExactCheck> check;
+  if (check_exact > 0) check.emplace(static_cast<std::size_t>(check_exact));
   for (const ComparisonCase& c : spec.cases) {
     for (const int ep : spec.ep_degrees) {
+      const BandwidthSharing sharing = sharing_for(spec.hardware.engine, ep);
       for (const ComparisonBalancer& b : spec.balancers) {
         ComparisonAccumulator acc;
         const ComparisonKey key{c.name, ep, b.label, b.choice.name};
+        // The records to check are kept while the replay runs, then simulated again under exact.
+        std::optional<ExactCheck> replay_check;
+        if (check && sharing != BandwidthSharing::exact) replay_check.emplace(check->wanted());
         try {
-          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) { acc.add(o.metrics); }, replay_threads);
+          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) {
+            acc.add(o.metrics);
+            if (replay_check) replay_check->add_run(o.metrics, o.result);
+          }, replay_threads);
         } catch (const BalancerCannotServe& e) {
           // One balancer that cannot serve this case and EP degree does not stop the comparison.
           std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": n/a: " << e.what() << "\n";
@@ -128,16 +145,33 @@ int compare_command(const std::vector<std::string>& args) {
         if (!quiet)
           std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": " << acc.records()
                     << " records\n";
+        if (check && !replay_check) check->add_exact_replay(ep);
+        if (replay_check) {
+          // The same plans (a balancer plans from the counts and its history of them), other rates.
+          ExperimentSpec exact_spec = spec.experiment(c, ep, b);
+          exact_spec.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
+          exact_spec.max_records = static_cast<int>(std::min(check->wanted(), acc.records()));
+          exact_spec.timeline_records = 0;
+          replay(exact_spec, [&](const LayerOutcome& o) { replay_check->add_exact(o.metrics, o.result); }, replay_threads);
+          if (!quiet)
+            std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": "
+                      << replay_check->checked() << " checked against exact\n";
+          check->add(key, sharing, std::move(*replay_check));
+        }
       }
     }
   }
   apply_reductions(rows, spec.baseline);
 
-  const std::string markdown = markdown_document(spec, rows);
+  const std::string markdown = markdown_document(spec, rows, check ? &*check : nullptr);
   folder.open("comparison.csv") << comparison_csv(rows);
   folder.open("comparison.md") << markdown;
+  const bool checked = check && check->any();
+  if (checked) check->write_csv(folder.open("exact_check.csv"));
   folder.commit();
-  if (!quiet) std::cout << markdown << "\n  outputs: " << spec.output_dir << "/{comparison.csv,comparison.md}\n";
+  if (!quiet)
+    std::cout << markdown << "\n  outputs: " << spec.output_dir << "/{comparison.csv,comparison.md"
+              << (checked ? ",exact_check.csv" : "") << "}\n";
   return 0;
 }
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sim/core/quantile.hpp"
+
 namespace epsim {
 
 namespace {
@@ -55,42 +57,62 @@ void ExactCheck::add_exact(const LayerMetrics& metrics, const LayerResult& resul
   rows_.push_back(std::move(row));
 }
 
-void ExactCheck::write_csv(std::ostream& out) const {
-  out << "step,micro_batch,layer_id,layer_time_us,exact_layer_time_us,layer_error,gpu_error_min,gpu_error_max,"
+ExactCheck::Summary ExactCheck::summary() const {
+  if (rows_.empty()) throw std::logic_error("ExactCheck: no record checked");
+  Summary s;
+  s.records = rows_.size();
+  std::vector<double> run_us, exact_us;
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    const Row& r = rows_[i];
+    const double e = r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0;
+    s.layer_error_min = i == 0 ? e : std::min(s.layer_error_min, e);
+    s.layer_error_max = i == 0 ? e : std::max(s.layer_error_max, e);
+    s.gpu_error_min = i == 0 ? r.gpu_error_min : std::min(s.gpu_error_min, r.gpu_error_min);
+    s.gpu_error_max = i == 0 ? r.gpu_error_max : std::max(s.gpu_error_max, r.gpu_error_max);
+    // A pick that ends with exact's last GPU under exact (a tie) names a GPU that is last too.
+    if (r.run.last_gpu == r.exact_last_gpu || r.pick_before <= 0) ++s.same_last;
+    else s.worst_pick = std::max(s.worst_pick, r.pick_before);
+    run_us.push_back(r.run.layer_us);
+    exact_us.push_back(r.exact_layer_us);
+  }
+  s.layer_us_median = quantile_of(std::move(run_us), 0.5);
+  s.exact_layer_us_median = quantile_of(std::move(exact_us), 0.5);
+  return s;
+}
+
+std::string ExactCheck::csv_header(const std::string& prefix) {
+  return prefix +
+         "step,micro_batch,layer_id,layer_time_us,exact_layer_time_us,layer_error,gpu_error_min,gpu_error_max,"
          "last_gpu,exact_last_gpu,exact_last_gpu_lead_us,last_gpu_before_exact\n";
+}
+
+void ExactCheck::write_csv_rows(std::ostream& out, const std::string& prefix) const {
   for (const Row& r : rows_) {
-    out << r.run.step << ',' << r.run.micro_batch << ',' << r.run.layer_id << ',' << fmt(r.run.layer_us) << ','
-        << fmt(r.exact_layer_us) << ',' << fmt(r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0)
+    out << prefix << r.run.step << ',' << r.run.micro_batch << ',' << r.run.layer_id << ',' << fmt(r.run.layer_us)
+        << ',' << fmt(r.exact_layer_us) << ',' << fmt(r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0)
         << ',' << fmt(r.gpu_error_min) << ',' << fmt(r.gpu_error_max) << ',' << r.run.last_gpu << ','
         << r.exact_last_gpu << ',' << fmt(r.exact_lead_us) << ',' << fmt(r.pick_before) << '\n';
   }
 }
 
+void ExactCheck::write_csv(std::ostream& out) const {
+  out << csv_header();
+  write_csv_rows(out);
+}
+
 void ExactCheck::print(std::ostream& out, const std::string& sharing) const {
   if (rows_.empty()) return;
-  double layer_min = 0, layer_max = 0, gpu_min = 0, gpu_max = 0, worst_pick = 0;
-  std::size_t same = 0;
-  for (std::size_t i = 0; i < rows_.size(); ++i) {
-    const Row& r = rows_[i];
-    const double e = r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0;
-    layer_min = i == 0 ? e : std::min(layer_min, e);
-    layer_max = i == 0 ? e : std::max(layer_max, e);
-    gpu_min = i == 0 ? r.gpu_error_min : std::min(gpu_min, r.gpu_error_min);
-    gpu_max = i == 0 ? r.gpu_error_max : std::max(gpu_max, r.gpu_error_max);
-    // A pick that ends with exact's last GPU under exact (a tie) names a GPU that is last too.
-    if (r.run.last_gpu == r.exact_last_gpu || r.pick_before <= 0) ++same;
-    else worst_pick = std::max(worst_pick, r.pick_before);
-  }
-  const std::size_t n = rows_.size();
+  const Summary s = summary();
+  const std::size_t n = s.records;
   out << "    checked against exact on this trace's first " << (n == 1 ? std::string("record") : std::to_string(n) + " records")
       << " (--check-exact, exact_check.csv):\n"
-      << "      " << sharing << "'s layer time " << percent(layer_min);
-  if (n > 1) out << " to " << percent(layer_max);
-  out << ", every GPU's forward GEMM finish " << percent(gpu_min) << " to " << percent(gpu_max) << ",\n"
-      << "      the GPU named last exact's in " << same << " of " << n;
-  if (same < n) {
+      << "      " << sharing << "'s layer time " << percent(s.layer_error_min);
+  if (n > 1) out << " to " << percent(s.layer_error_max);
+  out << ", every GPU's forward GEMM finish " << percent(s.gpu_error_min) << " to " << percent(s.gpu_error_max) << ",\n"
+      << "      the GPU named last exact's in " << s.same_last << " of " << n;
+  if (s.same_last < n) {
     char buf[80];
-    std::snprintf(buf, sizeof buf, "; where not, its pick ends up to %.3f%% before exact's under exact", 100 * worst_pick);
+    std::snprintf(buf, sizeof buf, "; where not, its pick ends up to %.3f%% before exact's under exact", 100 * s.worst_pick);
     out << buf;
   }
   out << "\n";

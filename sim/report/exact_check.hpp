@@ -32,7 +32,22 @@ class ExactCheck {
   void add_exact(const LayerMetrics& metrics, const LayerResult& result);
   std::size_t checked() const { return rows_.size(); }
 
-  /// exact_check.csv: one row per checked record.
+  /// What the checked records say, taken together (requires checked() > 0).
+  struct Summary {
+    std::size_t records = 0;
+    double layer_error_min = 0, layer_error_max = 0;  ///< each record's layer time against exact's, as a share of it
+    double gpu_error_min = 0, gpu_error_max = 0;      ///< every GPU's forward GEMM finish, the same way
+    std::size_t same_last = 0;  ///< records whose GPU named last is exact's (or ends with it under exact)
+    double worst_pick = 0;      ///< where not: how far before exact's last GPU the pick ends, under exact
+    double layer_us_median = 0, exact_layer_us_median = 0;  ///< over the checked records
+  };
+  Summary summary() const;
+
+  /// exact_check.csv's header: `prefix` (column names, each followed by a comma) before its own.
+  static std::string csv_header(const std::string& prefix = "");
+  /// One row per checked record, each after `prefix` (cells, each followed by a comma).
+  void write_csv_rows(std::ostream& out, const std::string& prefix = "") const;
+  /// exact_check.csv: the header, then one row per checked record.
   void write_csv(std::ostream& out) const;
   /// The summary's lines (indented as its sharing block), naming `sharing`, the run's mode.
   void print(std::ostream& out, const std::string& sharing) const;

@@ -1,8 +1,10 @@
 #include "tests/cli/run_cli.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <sys/wait.h>
 
 #include "tests/test_paths.hpp"
@@ -14,6 +16,28 @@ std::string read_file(const std::filesystem::path& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cells_in(line);
+    for (std::string cell; std::getline(cells_in, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+std::vector<std::string> csv_column(const std::vector<std::vector<std::string>>& rows, const std::string& name) {
+  if (rows.empty()) throw std::out_of_range("csv_column: no header");
+  const auto at = std::find(rows.front().begin(), rows.front().end(), name);
+  if (at == rows.front().end()) throw std::out_of_range("csv_column: no column " + name);
+  const std::size_t c = static_cast<std::size_t>(at - rows.front().begin());
+  std::vector<std::string> out;
+  for (std::size_t r = 1; r < rows.size(); ++r) out.push_back(rows[r].at(c));
+  return out;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace epsim::test {
 
@@ -19,5 +20,9 @@ CliResult run_epsim(const std::string& args, const std::filesystem::path& workdi
 CliResult run_shell(const std::string& script, const std::filesystem::path& workdir);
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
+/// A CSV text's rows (the header first), split at commas (no quoted cells).
+std::vector<std::vector<std::string>> csv_rows(const std::string& text);
+/// Column `name` of `rows` (header first), row by row; std::out_of_range when the header lacks it.
+std::vector<std::string> csv_column(const std::vector<std::vector<std::string>>& rows, const std::string& name);
 
 }  // namespace epsim::test

@@ -276,32 +276,6 @@ TEST_CASE("past EP 256 the run summary says what exact would cost before advisin
                   "    (exact takes seconds to minutes a layer at 512 GPUs)\n") != std::string::npos);
 }
 
-namespace {
-
-/// A CSV file's rows (the header first), split at commas.
-std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::istringstream cells_in(line);
-    for (std::string cell; std::getline(cells_in, cell, ',');) cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
-/// Column `name` of `rows` (header first), row by row.
-std::vector<std::string> column(const std::vector<std::vector<std::string>>& rows, const std::string& name) {
-  std::vector<std::string> out;
-  const auto at = std::find(rows.front().begin(), rows.front().end(), name);
-  REQUIRE(at != rows.front().end());
-  const std::size_t c = static_cast<std::size_t>(at - rows.front().begin());
-  for (std::size_t r = 1; r < rows.size(); ++r) out.push_back(rows[r].at(c));
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("epsim run --check-exact simulates the first records again under exact and reports the run's error against it") {
   const fs::path dir = scratch_dir("run_check_exact");
@@ -329,18 +303,18 @@ TEST_CASE("epsim run --check-exact simulates the first records again under exact
   const auto local_rows = csv_rows(read_file(dir / "plain/metrics.csv"));
   const auto exact_rows = csv_rows(read_file(dir / "exact/metrics.csv"));
   const auto first_two = [](std::vector<std::string> v) { return std::vector<std::string>(v.begin(), v.begin() + 2); };
-  CHECK(column(check, "layer_time_us") == first_two(column(local_rows, "layer_time_us")));
-  CHECK(column(check, "exact_layer_time_us") == first_two(column(exact_rows, "layer_time_us")));
-  CHECK(column(check, "last_gpu") == first_two(column(local_rows, "last_gpu")));
-  CHECK(column(check, "exact_last_gpu") == first_two(column(exact_rows, "last_gpu")));
+  CHECK(csv_column(check, "layer_time_us") == first_two(csv_column(local_rows, "layer_time_us")));
+  CHECK(csv_column(check, "exact_layer_time_us") == first_two(csv_column(exact_rows, "layer_time_us")));
+  CHECK(csv_column(check, "last_gpu") == first_two(csv_column(local_rows, "last_gpu")));
+  CHECK(csv_column(check, "exact_last_gpu") == first_two(csv_column(exact_rows, "last_gpu")));
   for (std::size_t r = 0; r < 2; ++r) {
-    const double local_us = std::stod(column(check, "layer_time_us")[r]);
-    const double exact_us = std::stod(column(check, "exact_layer_time_us")[r]);
-    CHECK(std::stod(column(check, "layer_error")[r]) == doctest::Approx(local_us / exact_us - 1).epsilon(1e-6));
+    const double local_us = std::stod(csv_column(check, "layer_time_us")[r]);
+    const double exact_us = std::stod(csv_column(check, "exact_layer_time_us")[r]);
+    CHECK(std::stod(csv_column(check, "layer_error")[r]) == doctest::Approx(local_us / exact_us - 1).epsilon(1e-6));
   }
   // Every GPU's forward GEMM finish against exact's, from the two runs' gpus.csv (16 GPUs a record).
-  const auto local_gpus = column(csv_rows(read_file(dir / "plain/gpus.csv")), "gemm_finish_fwd_us");
-  const auto exact_gpus = column(csv_rows(read_file(dir / "exact/gpus.csv")), "gemm_finish_fwd_us");
+  const auto local_gpus = csv_column(csv_rows(read_file(dir / "plain/gpus.csv")), "gemm_finish_fwd_us");
+  const auto exact_gpus = csv_column(csv_rows(read_file(dir / "exact/gpus.csv")), "gemm_finish_fwd_us");
   for (std::size_t r = 0; r < 2; ++r) {
     double lo = 1, hi = -1;
     for (std::size_t g = 0; g < 16; ++g) {
@@ -348,8 +322,8 @@ TEST_CASE("epsim run --check-exact simulates the first records again under exact
       lo = std::min(lo, e);
       hi = std::max(hi, e);
     }
-    CHECK(std::stod(column(check, "gpu_error_min")[r]) == doctest::Approx(lo).epsilon(1e-6));
-    CHECK(std::stod(column(check, "gpu_error_max")[r]) == doctest::Approx(hi).epsilon(1e-6));
+    CHECK(std::stod(csv_column(check, "gpu_error_min")[r]) == doctest::Approx(lo).epsilon(1e-6));
+    CHECK(std::stod(csv_column(check, "gpu_error_max")[r]) == doctest::Approx(hi).epsilon(1e-6));
   }
   // The summary says so, beside the mode's measured claim, and lists the file.
   const std::string summary = read_file(dir / "checked/summary.txt");
