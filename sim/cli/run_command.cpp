@@ -14,6 +14,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/core/number_text.hpp"
 #include "sim/plan/plan_json.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/replay/simulate_layer.hpp"
@@ -36,11 +37,6 @@ std::string join(const std::vector<std::string>& cells) {
   return out;
 }
 
-std::string fmt(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node) {
   const std::vector<std::int64_t> load = o.plan.tokens_per_gpu();
@@ -48,9 +44,9 @@ void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node)
     const double total_ps = static_cast<double>(std::max<Time_ps>(1, o.result.layer_ps()));
     out << join({std::to_string(o.record.step), std::to_string(o.record.micro_batch), std::to_string(o.record.layer),
                  std::to_string(g), std::to_string(g / gpus_per_node), std::to_string(load[g]),
-                 fmt(ps_to_us(o.result.routed_gemm_fwd_ps[g])), fmt(ps_to_us(o.result.gemm_finish_fwd_ps[g])),
-                 fmt(o.result.compute_busy_ps[g] / total_ps), fmt(o.result.nvlink_out_util[g]),
-                 fmt(o.result.nic_out_util[g]), fmt(o.result.copy_engine_busy_ps[g] / total_ps)})
+                 g9(ps_to_us(o.result.routed_gemm_fwd_ps[g])), g9(ps_to_us(o.result.gemm_finish_fwd_ps[g])),
+                 g9(o.result.compute_busy_ps[g] / total_ps), g9(o.result.nvlink_out_util[g]),
+                 g9(o.result.nic_out_util[g]), g9(o.result.copy_engine_busy_ps[g] / total_ps)})
         << "\n";
   }
 }

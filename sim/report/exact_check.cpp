@@ -5,17 +5,13 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sim/core/number_text.hpp"
 #include "sim/core/quantile.hpp"
 
 namespace epsim {
 
 namespace {
 
-std::string fmt(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 std::string percent(double share) {
   char buf[40];
@@ -88,10 +84,10 @@ std::string ExactCheck::csv_header(const std::string& prefix) {
 
 void ExactCheck::write_csv_rows(std::ostream& out, const std::string& prefix) const {
   for (const Row& r : rows_) {
-    out << prefix << r.run.step << ',' << r.run.micro_batch << ',' << r.run.layer_id << ',' << fmt(r.run.layer_us)
-        << ',' << fmt(r.exact_layer_us) << ',' << fmt(r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0)
-        << ',' << fmt(r.gpu_error_min) << ',' << fmt(r.gpu_error_max) << ',' << r.run.last_gpu << ','
-        << r.exact_last_gpu << ',' << fmt(r.exact_lead_us) << ',' << fmt(r.pick_before) << '\n';
+    out << prefix << r.run.step << ',' << r.run.micro_batch << ',' << r.run.layer_id << ',' << g9(r.run.layer_us)
+        << ',' << g9(r.exact_layer_us) << ',' << g9(r.exact_layer_us > 0 ? r.run.layer_us / r.exact_layer_us - 1 : 0)
+        << ',' << g9(r.gpu_error_min) << ',' << g9(r.gpu_error_max) << ',' << r.run.last_gpu << ','
+        << r.exact_last_gpu << ',' << g9(r.exact_lead_us) << ',' << g9(r.pick_before) << '\n';
   }
 }
 

@@ -1,18 +1,14 @@
 #include "sim/report/layer_metrics.hpp"
 
-#include <cstdio>
 #include <functional>
+
+#include "sim/core/number_text.hpp"
 
 namespace epsim {
 
 namespace {
 
 std::string fmt_int(long long v) { return std::to_string(v); }
-std::string fmt(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 using Column = std::pair<std::string, std::function<std::string(const LayerMetrics&)>>;
 
@@ -24,53 +20,53 @@ const std::vector<Column>& columns() {
       {"layer", [](const LayerMetrics& m) { return fmt_int(m.layer); }},
       {"layer_id", [](const LayerMetrics& m) { return fmt_int(m.layer_id); }},
       {"tokens_total", [](const LayerMetrics& m) { return fmt_int(m.tokens_total); }},
-      {"token_max", [](const LayerMetrics& m) { return fmt(m.token_max); }},
-      {"token_mean", [](const LayerMetrics& m) { return fmt(m.token_mean); }},
-      {"token_straggler_ratio", [](const LayerMetrics& m) { return fmt(m.token_straggler_ratio); }},
-      {"token_excess", [](const LayerMetrics& m) { return fmt(m.token_excess); }},
-      {"token_idle_fraction", [](const LayerMetrics& m) { return fmt(m.token_idle_fraction); }},
+      {"token_max", [](const LayerMetrics& m) { return g9(m.token_max); }},
+      {"token_mean", [](const LayerMetrics& m) { return g9(m.token_mean); }},
+      {"token_straggler_ratio", [](const LayerMetrics& m) { return g9(m.token_straggler_ratio); }},
+      {"token_excess", [](const LayerMetrics& m) { return g9(m.token_excess); }},
+      {"token_idle_fraction", [](const LayerMetrics& m) { return g9(m.token_idle_fraction); }},
       {"token_straggler_gpu", [](const LayerMetrics& m) { return fmt_int(m.token_straggler_gpu); }},
-      {"gemm_max_us", [](const LayerMetrics& m) { return fmt(m.gemm_max_us); }},
-      {"gemm_mean_us", [](const LayerMetrics& m) { return fmt(m.gemm_mean_us); }},
-      {"gemm_straggler_ratio", [](const LayerMetrics& m) { return fmt(m.gemm_straggler_ratio); }},
-      {"gemm_straggler_us", [](const LayerMetrics& m) { return fmt(m.gemm_straggler_us); }},
-      {"gemm_excess", [](const LayerMetrics& m) { return fmt(m.gemm_excess); }},
+      {"gemm_max_us", [](const LayerMetrics& m) { return g9(m.gemm_max_us); }},
+      {"gemm_mean_us", [](const LayerMetrics& m) { return g9(m.gemm_mean_us); }},
+      {"gemm_straggler_ratio", [](const LayerMetrics& m) { return g9(m.gemm_straggler_ratio); }},
+      {"gemm_straggler_us", [](const LayerMetrics& m) { return g9(m.gemm_straggler_us); }},
+      {"gemm_excess", [](const LayerMetrics& m) { return g9(m.gemm_excess); }},
       {"gemm_straggler_gpu", [](const LayerMetrics& m) { return fmt_int(m.gemm_straggler_gpu); }},
       {"last_gpu", [](const LayerMetrics& m) { return fmt_int(m.last_gpu); }},
-      {"forward_us", [](const LayerMetrics& m) { return fmt(m.forward_us); }},
-      {"backward_us", [](const LayerMetrics& m) { return fmt(m.backward_us); }},
-      {"layer_time_us", [](const LayerMetrics& m) { return fmt(m.layer_time_us); }},
-      {"bound_layer_time_us", [](const LayerMetrics& m) { return fmt(m.bound_layer_time_us); }},
-      {"gap_to_bound_us", [](const LayerMetrics& m) { return fmt(m.gap_to_bound_us); }},
+      {"forward_us", [](const LayerMetrics& m) { return g9(m.forward_us); }},
+      {"backward_us", [](const LayerMetrics& m) { return g9(m.backward_us); }},
+      {"layer_time_us", [](const LayerMetrics& m) { return g9(m.layer_time_us); }},
+      {"bound_layer_time_us", [](const LayerMetrics& m) { return g9(m.bound_layer_time_us); }},
+      {"gap_to_bound_us", [](const LayerMetrics& m) { return g9(m.gap_to_bound_us); }},
       {"bound_term", [](const LayerMetrics& m) { return std::string(m.bound_term); }},
       {"warmup", [](const LayerMetrics& m) { return fmt_int(m.warmup ? 1 : 0); }},
-      {"bound_global_mean", [](const LayerMetrics& m) { return fmt(m.bound_global_mean); }},
-      {"bound_nvlink_domain", [](const LayerMetrics& m) { return fmt(m.bound_nvlink_domain); }},
-      {"bound_unsplit_expert", [](const LayerMetrics& m) { return fmt(m.bound_unsplit_expert); }},
-      {"ep_token_bytes", [](const LayerMetrics& m) { return fmt(m.ep_token_bytes); }},
-      {"ce_token_bytes", [](const LayerMetrics& m) { return fmt(m.ce_token_bytes); }},
-      {"internode_token_bytes", [](const LayerMetrics& m) { return fmt(m.internode_token_bytes); }},
-      {"weight_bytes", [](const LayerMetrics& m) { return fmt(m.weight_bytes); }},
-      {"gradient_bytes", [](const LayerMetrics& m) { return fmt(m.gradient_bytes); }},
-      {"planner_us", [](const LayerMetrics& m) { return fmt(m.planner_us); }},
-      {"compute_util_mean", [](const LayerMetrics& m) { return fmt(m.compute_util_mean); }},
-      {"compute_util_max", [](const LayerMetrics& m) { return fmt(m.compute_util_max); }},
-      {"nvlink_out_util_mean", [](const LayerMetrics& m) { return fmt(m.nvlink_out_util_mean); }},
-      {"nvlink_out_util_max", [](const LayerMetrics& m) { return fmt(m.nvlink_out_util_max); }},
-      {"nic_out_util_mean", [](const LayerMetrics& m) { return fmt(m.nic_out_util_mean); }},
-      {"nic_out_util_max", [](const LayerMetrics& m) { return fmt(m.nic_out_util_max); }},
-      {"copy_engine_util_mean", [](const LayerMetrics& m) { return fmt(m.copy_engine_util_mean); }},
-      {"copy_engine_util_max", [](const LayerMetrics& m) { return fmt(m.copy_engine_util_max); }},
+      {"bound_global_mean", [](const LayerMetrics& m) { return g9(m.bound_global_mean); }},
+      {"bound_nvlink_domain", [](const LayerMetrics& m) { return g9(m.bound_nvlink_domain); }},
+      {"bound_unsplit_expert", [](const LayerMetrics& m) { return g9(m.bound_unsplit_expert); }},
+      {"ep_token_bytes", [](const LayerMetrics& m) { return g9(m.ep_token_bytes); }},
+      {"ce_token_bytes", [](const LayerMetrics& m) { return g9(m.ce_token_bytes); }},
+      {"internode_token_bytes", [](const LayerMetrics& m) { return g9(m.internode_token_bytes); }},
+      {"weight_bytes", [](const LayerMetrics& m) { return g9(m.weight_bytes); }},
+      {"gradient_bytes", [](const LayerMetrics& m) { return g9(m.gradient_bytes); }},
+      {"planner_us", [](const LayerMetrics& m) { return g9(m.planner_us); }},
+      {"compute_util_mean", [](const LayerMetrics& m) { return g9(m.compute_util_mean); }},
+      {"compute_util_max", [](const LayerMetrics& m) { return g9(m.compute_util_max); }},
+      {"nvlink_out_util_mean", [](const LayerMetrics& m) { return g9(m.nvlink_out_util_mean); }},
+      {"nvlink_out_util_max", [](const LayerMetrics& m) { return g9(m.nvlink_out_util_max); }},
+      {"nic_out_util_mean", [](const LayerMetrics& m) { return g9(m.nic_out_util_mean); }},
+      {"nic_out_util_max", [](const LayerMetrics& m) { return g9(m.nic_out_util_max); }},
+      {"copy_engine_util_mean", [](const LayerMetrics& m) { return g9(m.copy_engine_util_mean); }},
+      {"copy_engine_util_max", [](const LayerMetrics& m) { return g9(m.copy_engine_util_max); }},
       {"crit_gpu", [](const LayerMetrics& m) { return fmt_int(m.crit_gpu); }},
       {"crit_bound", [](const LayerMetrics& m) { return std::string(m.crit_bound); }},
-      {"crit_sm_share", [](const LayerMetrics& m) { return fmt(m.crit_sm_share); }},
-      {"crit_copy_engine_share", [](const LayerMetrics& m) { return fmt(m.crit_copy_engine_share); }},
-      {"crit_nvlink_share", [](const LayerMetrics& m) { return fmt(m.crit_nvlink_share); }},
-      {"crit_nic_share", [](const LayerMetrics& m) { return fmt(m.crit_nic_share); }},
-      {"crit_host_share", [](const LayerMetrics& m) { return fmt(m.crit_host_share); }},
-      {"crit_wait_share", [](const LayerMetrics& m) { return fmt(m.crit_wait_share); }},
+      {"crit_sm_share", [](const LayerMetrics& m) { return g9(m.crit_sm_share); }},
+      {"crit_copy_engine_share", [](const LayerMetrics& m) { return g9(m.crit_copy_engine_share); }},
+      {"crit_nvlink_share", [](const LayerMetrics& m) { return g9(m.crit_nvlink_share); }},
+      {"crit_nic_share", [](const LayerMetrics& m) { return g9(m.crit_nic_share); }},
+      {"crit_host_share", [](const LayerMetrics& m) { return g9(m.crit_host_share); }},
+      {"crit_wait_share", [](const LayerMetrics& m) { return g9(m.crit_wait_share); }},
       // (after the columns of earlier versions, which keep their places)
-      {"last_gpu_lead_us", [](const LayerMetrics& m) { return fmt(m.last_gpu_lead_us); }},
+      {"last_gpu_lead_us", [](const LayerMetrics& m) { return g9(m.last_gpu_lead_us); }},
   };
   return cols;
 }

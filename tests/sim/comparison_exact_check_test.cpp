@@ -10,33 +10,23 @@
 #include <vector>
 
 #include "sim/report/comparison_exact_check.hpp"
+#include "tests/sim/exact_check_fixture.hpp"
+
+using epsim::test::checked_metrics;
+using epsim::test::finishing;
 
 namespace {
 
-epsim::LayerMetrics record(std::uint32_t layer, double layer_us, int last_gpu) {
-  epsim::LayerMetrics m;
-  m.layer_id = layer;
-  m.layer_time_us = layer_us;
-  m.last_gpu = last_gpu;
-  return m;
-}
-
-epsim::LayerResult finishing(const std::vector<double>& us) {
-  epsim::LayerResult r;
-  for (const double t : us) r.gemm_finish_fwd_ps.push_back(static_cast<epsim::Time_ps>(t * epsim::kPsPerUs));
-  return r;
-}
-
-/// A replay's two records under its sharing (`run_us`) and under exact (`exact_us`), each with two
+/// A replay's two records (layers 0 and 1) under its sharing (`run_us`) and under exact (`exact_us`), each with two
 /// GPUs finishing at the given times, the run naming `run_last` last and exact `exact_last`.
 epsim::ExactCheck checked(std::pair<double, double> run_us, std::pair<double, double> exact_us,
                           const std::vector<double>& run_finish, const std::vector<double>& exact_finish, int run_last,
                           int exact_last) {
   epsim::ExactCheck check(2);
-  check.add_run(record(0, run_us.first, run_last), finishing(run_finish));
-  check.add_run(record(1, run_us.second, run_last), finishing(run_finish));
-  check.add_exact(record(0, exact_us.first, exact_last), finishing(exact_finish));
-  check.add_exact(record(1, exact_us.second, exact_last), finishing(exact_finish));
+  check.add_run(checked_metrics(run_us.first, run_last), finishing(run_finish));
+  check.add_run(checked_metrics(run_us.second, run_last, 0, 1), finishing(run_finish));
+  check.add_exact(checked_metrics(exact_us.first, exact_last), finishing(exact_finish));
+  check.add_exact(checked_metrics(exact_us.second, exact_last, 0, 1), finishing(exact_finish));
   return check;
 }
 

@@ -8,21 +8,14 @@
 #include <vector>
 
 #include "sim/report/exact_check.hpp"
+#include "tests/sim/exact_check_fixture.hpp"
+
+using epsim::test::finishing;
 
 namespace {
 
 epsim::LayerMetrics metrics(double layer_us, int last_gpu, double lead_us = 0) {
-  epsim::LayerMetrics m;
-  m.layer_time_us = layer_us;
-  m.last_gpu = last_gpu;
-  m.last_gpu_lead_us = lead_us;
-  return m;
-}
-
-epsim::LayerResult finishing(const std::vector<double>& us) {
-  epsim::LayerResult r;
-  for (const double t : us) r.gemm_finish_fwd_ps.push_back(static_cast<epsim::Time_ps>(t * epsim::kPsPerUs));
-  return r;
+  return epsim::test::checked_metrics(layer_us, last_gpu, lead_us);
 }
 
 }  // namespace
