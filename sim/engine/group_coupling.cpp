@@ -8,6 +8,7 @@
 // max-min as it was), and changes by more than kTellTolerance; the others take the new cap at their
 // group's next event. A follower's solve then reads its own group alone.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -416,8 +417,13 @@ void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size
     GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
     Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
     fc.leader_rate = lead;
+    // (A follower without flows reads its cap when flows join it, by a full solve.) Whether it has
+    // flows is in the record just written (`active`, kept from a following class's first flow's
+    // entry to the event that ends its last): a sender's followers are often done with it, and
+    // their class lines, one each, were read only to learn so.
+    assert(fc.active == !groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].ends.empty());
+    if (!fc.active) continue;
     const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
-    if (fk.ends.empty()) continue;  // (its cap is read when flows join it, by a full solve)
     if (fgc.room) note_recapped(fgc, f.cls);
     // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its
     // leader held, or one whose new cap is below its rate. Within the tolerance it moves at its
