@@ -188,6 +188,8 @@ int run_command(const std::vector<std::string>& args) {
     // bound), the advice has a price a user should know before taking it.
     if (spec.ep_degree > EngineSpec{}.exact_max_gpus)
       text << "    (exact takes seconds to minutes a layer at " << spec.ep_degree << " GPUs)\n";
+    // The cheaper answer first: the error on this trace, from a few records under exact.
+    if (!checking) text << "    or measure the error on this trace's first N records: --check-exact N\n";
   }
   if (checking) check->print(text, to_string(sharing));
   else if (check && sharing == BandwidthSharing::exact)

@@ -97,7 +97,8 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
             .find("\n  bandwidth sharing local (max-min within each GPU's sending and receiving links)\n"
                   "    measured against exact: layer time within 4.5% (early, most on skewed traffic), but one GPU's finish\n"
                   "    up to 52% off under skewed traffic; for per-GPU stragglers set\n"
-                  "    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n") != std::string::npos);
+                  "    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n"
+                  "    or measure the error on this trace's first N records: --check-exact N\n") != std::string::npos);
   // coupled says how many GPUs follow, and its own measured figures.
   CHECK(summary_with("  bandwidth_sharing: coupled\n  coupled_gpus: 0.25\n", "out5")
             .find("\n  bandwidth sharing coupled (local; the links of the busiest 25% of GPUs, and of weight syncs' receivers, following their senders)\n"
@@ -273,7 +274,8 @@ TEST_CASE("past EP 256 the run summary says what exact would cost before advisin
   REQUIRE(r.status == 0);
   CHECK(read_file(dir / "out/summary.txt")
             .find("    engine.bandwidth_sharing: exact (docs/performance.md, \"local\")\n"
-                  "    (exact takes seconds to minutes a layer at 512 GPUs)\n") != std::string::npos);
+                  "    (exact takes seconds to minutes a layer at 512 GPUs)\n"
+                  "    or measure the error on this trace's first N records: --check-exact N\n") != std::string::npos);
 }
 
 
@@ -325,8 +327,12 @@ TEST_CASE("epsim run --check-exact simulates the first records again under exact
     CHECK(std::stod(csv_column(check, "gpu_error_min")[r]) == doctest::Approx(lo).epsilon(1e-6));
     CHECK(std::stod(csv_column(check, "gpu_error_max")[r]) == doctest::Approx(hi).epsilon(1e-6));
   }
-  // The summary says so, beside the mode's measured claim, and lists the file.
+  // The summary says so, beside the mode's measured claim, in place of the suggestion to check that
+  // a run without the option prints, and lists the file.
   const std::string summary = read_file(dir / "checked/summary.txt");
+  CHECK(summary.find("or measure the error on this trace's first N records") == std::string::npos);
+  CHECK(read_file(dir / "plain/summary.txt").find("or measure the error on this trace's first N records") !=
+        std::string::npos);
   CHECK(summary.find("\n    checked against exact on this trace's first 2 records (--check-exact, exact_check.csv):\n"
                      "      local's layer time ") != std::string::npos);
   CHECK(summary.find("the GPU named last exact's in ") != std::string::npos);
