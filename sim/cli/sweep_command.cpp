@@ -68,7 +68,7 @@ bool shard_from_launcher(unsigned& index, unsigned& count) {
 int sweep_command(const std::vector<std::string>& args) {
   std::vector<std::string> inputs, sets;
   std::string output, shard;
-  int threads = 0;
+  int threads = 0, check_exact = 0;
   bool join = false, restart = false, progress = false, quiet = false;
   po::options_description options(
       "epsim sweep SWEEP.yaml -o OUTDIR [--threads N] [--shard i/n] [--set KEY=VALUE]... [--restart]\n"
@@ -87,12 +87,17 @@ int sweep_command(const std::vector<std::string>& args) {
        "the output folder belongs to an earlier, different sweep: remove what epsim wrote there and start over")
       ("join", po::bool_switch(&join), "gather the output folders of a sharded sweep and write its tables")
       ("progress", po::bool_switch(&progress), "show progress even when stderr is not a terminal (one line per point)")
+      ("check-exact", po::value(&check_exact)->notifier(require_non_negative("--check-exact")),
+       "simulate each balancer's first N records of every point that runs a fast sharing again under exact "
+       "bandwidth sharing and report how far it is (exact_check.csv); on a finished folder only the checks run")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "inputs", -1)) return 0;
 
   if (join) {
-    if (!sets.empty() || !shard.empty() || restart)
-      throw InputError("command line", "--join", "--join takes output folders only (and -o)");
+    if (!sets.empty() || !shard.empty() || restart || check_exact > 0)
+      throw InputError("command line", "--join",
+                       "--join takes output folders only (and -o); run the sweep with --check-exact on the joined "
+                       "folder to check it against exact");
     const SweepRunReport r = join_sweeps(inputs, output);
     const std::string out = output.empty() ? inputs.front() : output;
     if (!quiet)
@@ -120,6 +125,7 @@ int sweep_command(const std::vector<std::string>& args) {
   o.threads = threads > 0 ? static_cast<unsigned>(threads)
                           : launched ? std::max(1u, cores / o.shard_count) : cores;
   o.restart = restart;
+  o.check_exact = static_cast<std::size_t>(check_exact);
   o.terminal = ::isatty(STDERR_FILENO) == 1;
   o.progress = !quiet && (progress || o.terminal);
   const SweepRunReport r = run_sweep(spec, o, std::cerr);
@@ -139,6 +145,18 @@ int sweep_command(const std::vector<std::string>& args) {
     std::cout << "  " << r.present << " of " << r.total
               << " points are in the folder; the tables are written once all are (run the other shards into the "
                  "same folder, or join their folders with epsim sweep --join)\n";
+  if (o.check_exact > 0) {
+    std::cout << "  --check-exact " << o.check_exact << ": ";
+    if (r.to_check == 0)
+      std::cout << "every point runs exact sharing; nothing to check\n";
+    else if (r.check_written)
+      std::cout << r.to_check << (r.to_check == 1 ? " point" : " points") << " checked against exact ("
+                << r.checked << " by this run): " << o.output_dir << "/exact_check.csv\n";
+    else
+      std::cout << r.checks_present << " of " << r.to_check
+                << " points checked against exact; exact_check.csv is written once all are (run the other shards "
+                   "with the option)\n";
+  }
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "sim/core/created_folders.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/output_lock.hpp"
+#include "sim/sweep/point_check.hpp"
 #include "sim/sweep/point_result.hpp"
 #include "sim/sweep/progress_line.hpp"
 #include "sim/sweep/results_tables.hpp"
@@ -34,6 +35,13 @@ bool present_at(const fs::path& p) {
 std::string point_file(const std::string& dir, const std::string& id) {
   return (fs::path(dir) / "points" / (id + ".json")).string();
 }
+
+/// A point's check against exact on its first `records` records (point_check.hpp).
+std::string check_file(const std::string& dir, const std::string& id, std::size_t records) {
+  return (fs::path(dir) / "points" / (id + ".check-" + std::to_string(records) + ".json")).string();
+}
+
+const char* const kCheckTable = "exact_check.csv";
 
 /// Writes `text` to `path` atomically. A file that appeared there meanwhile (another shard or run of
 /// the same sweep wrote the same point) is left as it is: both hold the same result.
@@ -83,6 +91,23 @@ void check_not_above_cwd(const std::string& dir) {
 void remove_old_results(const std::string& dir, const SweepLock& old) {
   const fs::path root(dir);
   for (const SweepLock::Point& p : old.points) remove_file(point_file(dir, p.id));
+  // The points' checks against exact, for any N (ID.check-N.json): the ids are the lock's.
+  std::error_code ec;
+  if (fs::is_directory(root / "points", ec)) {
+    std::vector<fs::path> checks;
+    for (const auto& entry : fs::directory_iterator(root / "points", ec)) {
+      const std::string name = entry.path().filename().string();
+      for (const SweepLock::Point& p : old.points) {
+        const std::string stem = p.id + ".check-";
+        if (name.size() > stem.size() + 5 && name.compare(0, stem.size(), stem) == 0 &&
+            name.find_first_not_of("0123456789", stem.size()) == name.size() - 5 &&
+            name.compare(name.size() - 5, 5, ".json") == 0)
+          checks.push_back(entry.path());
+      }
+    }
+    for (const fs::path& c : checks) remove_file(c);
+  }
+  remove_file(root / kCheckTable);
   for (const std::string& t : old.traces) remove_file(root / "traces" / t);
   for (const std::string& f : sweep_table_files()) remove_file(root / f);
   remove_if_empty(root / "points");
@@ -156,6 +181,30 @@ bool write_tables_if_complete(const std::string& dir, const SweepLock& lock, std
   return true;
 }
 
+/// Builds exact_check.csv from the folder's check files if every point of `lock` that runs a fast
+/// sharing has its check for `records`.
+bool write_check_if_complete(const std::string& dir, const SweepLock& lock, std::size_t records,
+                             std::size_t& to_check, std::size_t& present) {
+  to_check = present = 0;
+  std::map<std::string, PointCheck> checks;
+  for (const SweepLock::Point& p : lock.points) {
+    if (p.sharing.empty() || p.sharing == "exact") continue;
+    ++to_check;
+    const std::string path = check_file(dir, p.id, records);
+    if (!present_at(path)) continue;
+    ++present;
+    PointCheck c = read_point_check_json(path);
+    if (c.id != p.id || c.wanted != records) throw InputError(path, "", "the file is not the check of point '" + p.id + "' on " + std::to_string(records) + " records");
+    if (c.balancers.size() != lock.balancers.size())
+      throw InputError(path, "", "the check has " + std::to_string(c.balancers.size()) + " balancers, the sweep " +
+                                     std::to_string(lock.balancers.size()));
+    checks.emplace(p.id, std::move(c));
+  }
+  if (to_check == 0 || present < to_check) return false;
+  write_replacing((fs::path(dir) / kCheckTable).string(), sweep_check_csv(lock, checks));
+  return true;
+}
+
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -210,11 +259,25 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
     }
   }
   const unsigned threads = std::max(1u, o.threads);
+  // With --check-exact, the points of the shard that run a fast sharing and have no check yet.
+  std::vector<const SweepPoint*> to_check;
+  if (o.check_exact > 0) {
+    for (const SweepPoint& p : spec.points) {
+      if (p.index % o.shard_count != o.shard_index || !point_runs_fast(p)) continue;
+      const std::string path = check_file(dir, p.id, o.check_exact);
+      if (!present_at(path)) {
+        to_check.push_back(&p);
+      } else if (read_point_check_json(path).hash != p.hash) {
+        throw InputError(path, "", "this check was computed from other inputs; remove the file, or use --restart");
+      }
+    }
+  }
 
-  // Generated traces of the points to compute, each once.
+  // Generated traces of the points to compute or check, each once (a joined folder has none).
   std::map<std::string, const SweepPoint*> traces;
-  for (const SweepPoint* p : todo)
-    if ((p->trace || p->derive) && !present_at(fs::path(dir) / "traces" / p->trace_file)) traces.emplace(p->trace_file, p);
+  for (const std::vector<const SweepPoint*>* list : {&todo, &to_check})
+    for (const SweepPoint* p : *list)
+      if ((p->trace || p->derive) && !present_at(fs::path(dir) / "traces" / p->trace_file)) traces.emplace(p->trace_file, p);
   std::vector<const SweepPoint*> to_generate;
   for (const auto& [file, p] : traces) to_generate.push_back(p);
   run_jobs(to_generate.size(), threads, [&](std::size_t i) {
@@ -261,6 +324,25 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
   progress.close();
   report.computed = computed.load();
   report.tables_written = write_tables_if_complete(dir, lock, report.present);
+  if (o.check_exact > 0) {
+    // Each point's replays again on its first records, under its sharing and under exact: one
+    // point per thread, records one after another (exact is most of the time).
+    run_jobs(to_check.size(), threads, [&](std::size_t i) {
+      const SweepPoint& p = *to_check[i];
+      const std::string trace =
+          p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+      PointCheck c;
+      try {
+        c = check_point(p, trace, o.check_exact);
+      } catch (const InputError& e) {
+        throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
+                                                   "), checking against exact: " + e.what());
+      }
+      write_new(check_file(dir, p.id, o.check_exact), point_check_json(c));
+    });
+    report.checked = to_check.size();
+    report.check_written = write_check_if_complete(dir, lock, o.check_exact, report.to_check, report.checks_present);
+  }
   return report;
 }
 

@@ -4,6 +4,7 @@
 //   OUTDIR/points/ID.json     one file per finished point, written atomically
 //   OUTDIR/traces/*.eptrace   generated traces, when the sweep generates them
 //   OUTDIR/results.csv, results.jsonl, summary.md   once every point is there
+//   OUTDIR/points/ID.check-N.json, OUTDIR/exact_check.csv   with --check-exact N (point_check.hpp)
 //
 // A run computes only the points of its shard that have no file yet, so a killed sweep started again
 // picks up where it stopped, and shards of a job array can write into one shared folder. The tables
@@ -29,6 +30,9 @@ struct SweepRunOptions {
   bool progress = false;     ///< progress on `log`
   bool terminal = false;     ///< `log` is a terminal: one line rewritten in place
   std::size_t stop_after = 0;  ///< tests: stop once this many points were computed (0: never)
+  /// --check-exact N: the first N records of each point that runs a fast sharing, checked against
+  /// exact (0: no check).
+  std::size_t check_exact = 0;
 };
 
 struct SweepRunReport {
@@ -38,6 +42,10 @@ struct SweepRunReport {
   std::size_t computed = 0;  ///< of those, computed by this run
   std::size_t present = 0;   ///< points of the whole sweep in the folder at the end
   bool tables_written = false;
+  std::size_t checked = 0;         ///< points of this run's shard checked against exact by this run
+  std::size_t to_check = 0;        ///< points of the whole sweep that run a fast sharing
+  std::size_t checks_present = 0;  ///< of those, with their check in the folder at the end
+  bool check_written = false;      ///< exact_check.csv written
 };
 
 /// Throws InputError for a folder that belongs to another sweep (without restart), that holds files
