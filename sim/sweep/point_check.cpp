@@ -1,7 +1,6 @@
 #include "sim/sweep/point_check.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -11,6 +10,7 @@
 #include "sim/core/number_text.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/sweep/sweep_json_file.hpp"
 
 namespace epsim {
 namespace {
@@ -20,11 +20,6 @@ constexpr int kVersion = 1;
 
 BandwidthSharing sharing_of(const ExperimentSpec& x) { return sharing_for(x.hardware.engine, x.ep_degree); }
 
-[[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw InputError(path, "", "not a sweep check file of this epsim (" + what +
-                                 "); it was changed by hand or written by another version: remove it and run the "
-                                 "sweep with --check-exact again to recompute it");
-}
 
 /// A CSV cell: 9 significant digits, empty for a value that is not finite.
 std::string cell(double v) { return std::isfinite(v) ? g9(v == 0 ? 0.0 : v) : ""; }
@@ -99,17 +94,9 @@ std::string point_check_json(const PointCheck& c) {
 }
 
 PointCheck read_point_check_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the sweep check file");
-  nlohmann::json j;
+  const SweepJsonFile file(path, "sweep check file", "remove it and run the sweep with --check-exact again to recompute it");
+  const nlohmann::json j = file.read(kFormat, kVersion);
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    bad(path, std::string("not JSON: ") + e.what());
-  }
-  try {
-    if (!j.is_object() || j.value("format", "") != kFormat || j.value("version", 0) != kVersion)
-      bad(path, "format or version");
     PointCheck c;
     c.id = j.at("id").get<std::string>();
     c.hash = j.at("hash").get<std::string>();
@@ -135,7 +122,7 @@ PointCheck read_point_check_json(const std::string& path) {
     }
     return c;
   } catch (const nlohmann::json::exception& e) {
-    bad(path, e.what());
+    file.bad(e.what());
   }
 }
 

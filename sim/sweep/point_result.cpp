@@ -12,6 +12,7 @@
 #include "sim/core/input_error.hpp"
 #include "sim/core/quantile.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/sweep/sweep_json_file.hpp"
 
 namespace epsim {
 namespace {
@@ -69,11 +70,6 @@ std::string json_number(double v) {
 
 std::string json_text(const std::string& s) { return nlohmann::json(s).dump(); }
 
-[[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw InputError(path, "", "not a sweep point file of this epsim (" + what +
-                                 "); it was changed by hand or written by another version: remove it and run the "
-                                 "sweep again to recompute that point");
-}
 
 }  // namespace
 
@@ -161,17 +157,9 @@ std::string point_json(const PointResult& r) {
 }
 
 PointResult read_point_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open the sweep point file");
-  nlohmann::json j;
+  const SweepJsonFile file(path, "sweep point file", "remove it and run the sweep again to recompute that point");
+  const nlohmann::json j = file.read(kFormat, kVersion);
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    bad(path, std::string("not JSON: ") + e.what());
-  }
-  try {
-    if (!j.is_object() || j.value("format", "") != kFormat || j.value("version", 0) != kVersion)
-      bad(path, "format or version");
     PointResult r;
     r.id = j.at("id").get<std::string>();
     r.hash = j.at("hash").get<std::string>();
@@ -185,7 +173,7 @@ PointResult read_point_json(const std::string& path) {
       if (o.not_served.empty()) {
         for (const std::string& name : sweep_metric_names()) {
           const nlohmann::json& stats = m.at(name);
-          if (!stats.is_array() || stats.size() != 5) bad(path, "metric " + name);
+          if (!stats.is_array() || stats.size() != 5) file.bad("metric " + name);
           MetricStats s;
           for (std::size_t i = 0; i < 5; ++i) s[i] = stats[i].is_null() ? std::nan("") : stats[i].get<double>();
           o.metrics.push_back(s);
@@ -195,7 +183,7 @@ PointResult read_point_json(const std::string& path) {
     }
     return r;
   } catch (const nlohmann::json::exception& e) {
-    bad(path, e.what());
+    file.bad(e.what());
   }
 }
 

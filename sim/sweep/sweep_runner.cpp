@@ -2,10 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "sim/core/atomic_file.hpp"
@@ -327,8 +329,10 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
   if (o.check_exact > 0) {
     // Each point's replays again on its first records, under its sharing and under exact: one
     // point per thread, records one after another (exact is most of the time).
+    std::mutex log_lock;
     run_jobs(to_check.size(), threads, [&](std::size_t i) {
       const SweepPoint& p = *to_check[i];
+      const auto t0 = std::chrono::steady_clock::now();
       const std::string trace =
           p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
       PointCheck c;
@@ -339,6 +343,15 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
                                                    "), checking against exact: " + e.what());
       }
       write_new(check_file(dir, p.id, o.check_exact), point_check_json(c));
+      if (o.progress) {
+        // A line per check: exact takes seconds to minutes a layer past 256 GPUs.
+        const std::lock_guard<std::mutex> hold(log_lock);
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f",
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        log << "epsim sweep: point " << p.index << " (" << p.describe() << ") checked against exact in " << seconds
+            << " s\n";
+      }
     });
     report.checked = to_check.size();
     report.check_written = write_check_if_complete(dir, lock, o.check_exact, report.to_check, report.checks_present);

@@ -81,9 +81,10 @@ TEST_CASE("epsim sweep --check-exact checks the points that run a fast sharing, 
   for (const char* f : {"results.csv", "results.jsonl", "summary.md"})
     CHECK(read_file(dir / "out" / f) == read_file(dir / "plain" / f));
   // Added to that finished folder: no point is computed again, only the check, with the same file.
-  const CliResult added = run_epsim("sweep s.yaml -o plain --check-exact 2" + std::string(kSplit), dir);
+  const CliResult added = run_epsim("sweep s.yaml -o plain --progress --check-exact 2" + std::string(kSplit), dir);
   INFO(added.err);
   REQUIRE(added.status == 0);
+  CHECK(added.err.find("epsim sweep: point 1 (ep_degree=16) checked against exact in ") != std::string::npos);
   CHECK(added.out.find("2 found in plain, 0 computed") != std::string::npos);
   CHECK(added.out.find("(1 by this run)") != std::string::npos);
   CHECK(read_file(dir / "plain/exact_check.csv") == read_file(dir / "out/exact_check.csv"));
