@@ -37,7 +37,8 @@ bool point_runs_fast(const SweepPoint& point) {
   return !point.experiments.empty() && sharing_of(point.experiments.front()) != BandwidthSharing::exact;
 }
 
-PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records) {
+PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records,
+                       unsigned threads) {
   if (!point_runs_fast(point)) throw std::logic_error("check_point: the point runs exact sharing");
   PointCheck result;
   result.id = point.id;
@@ -54,10 +55,10 @@ PointCheck check_point(const SweepPoint& point, const std::string& trace_path, s
     out.label = point.labels[b];
     ExactCheck check(records);
     try {
-      replay(x, [&](const LayerOutcome& o) { check.add_run(o.metrics, o.result); }, 1);
+      replay(x, [&](const LayerOutcome& o) { check.add_run(o.metrics, o.result); }, threads);
       ExperimentSpec exact = x;
       exact.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
-      replay(exact, [&](const LayerOutcome& o) { check.add_exact(o.metrics, o.result); }, 1);
+      replay(exact, [&](const LayerOutcome& o) { check.add_exact(o.metrics, o.result); }, threads);
     } catch (const BalancerCannotServe& e) {
       out.not_served = e.what();
     }

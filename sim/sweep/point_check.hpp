@@ -37,8 +37,10 @@ struct PointCheck {
 /// Whether the point's replays run a sharing other than exact (a check applies to it).
 bool point_runs_fast(const SweepPoint& point);
 
-/// Checks the point's first `records` records of each balancer (its trace at `trace_path`).
-PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records);
+/// Checks the point's first `records` records of each balancer (its trace at `trace_path`), each
+/// replay simulating up to `threads` records at once (the figures do not depend on it).
+PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records,
+                       unsigned threads = 1);
 
 /// The check file's text, and its reading (InputError naming `path` for anything else).
 std::string point_check_json(const PointCheck& check);

@@ -327,8 +327,11 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
   report.computed = computed.load();
   report.tables_written = write_tables_if_complete(dir, lock, report.present);
   if (o.check_exact > 0) {
-    // Each point's replays again on its first records, under its sharing and under exact: one
-    // point per thread, records one after another (exact is most of the time).
+    // Each point's replays again on its first records, under its sharing and under exact (most of
+    // the time): a point per thread, and the threads left over, when there are fewer points to
+    // check than threads, to the records of each (a wide sweep checks a point or two).
+    const unsigned check_threads =
+        std::max(1u, threads / static_cast<unsigned>(std::max<std::size_t>(1, to_check.size())));
     std::mutex log_lock;
     run_jobs(to_check.size(), threads, [&](std::size_t i) {
       const SweepPoint& p = *to_check[i];
@@ -337,7 +340,7 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
           p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
       PointCheck c;
       try {
-        c = check_point(p, trace, o.check_exact);
+        c = check_point(p, trace, o.check_exact, check_threads);
       } catch (const InputError& e) {
         throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
                                                    "), checking against exact: " + e.what());

@@ -88,6 +88,9 @@ TEST_CASE("epsim sweep --check-exact checks the points that run a fast sharing, 
   CHECK(added.out.find("2 found in plain, 0 computed") != std::string::npos);
   CHECK(added.out.find("(1 by this run)") != std::string::npos);
   CHECK(read_file(dir / "plain/exact_check.csv") == read_file(dir / "out/exact_check.csv"));
+  // On one thread (above: two, for the one point's records), the same file.
+  REQUIRE(run_epsim("sweep s.yaml -o one -q -j 1 --check-exact 2" + std::string(kSplit), dir).status == 0);
+  CHECK(read_file(dir / "one/exact_check.csv") == read_file(dir / "out/exact_check.csv"));
   // Run again, it finds the check.
   CHECK(run_epsim("sweep s.yaml -o out --check-exact 2" + std::string(kSplit), dir).out.find("(0 by this run)") !=
         std::string::npos);
