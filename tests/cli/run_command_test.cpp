@@ -103,7 +103,7 @@ TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   CHECK(summary_with("  bandwidth_sharing: coupled\n  coupled_gpus: 0.25\n", "out5")
             .find("\n  bandwidth sharing coupled (local; the links of the busiest 25% of GPUs, and of weight syncs' receivers, following their senders)\n"
                   "    measured against exact: layer time within 1.7%, but one GPU's finish\n"
-                  "    up to 5.3% off under skewed traffic; for per-GPU stragglers set\n"
+                  "    up to 6.0% off under skewed traffic; for per-GPU stragglers set\n"
                   "    engine.bandwidth_sharing: exact (docs/performance.md, \"coupled\")\n") != std::string::npos);
   // auto names what it picked at this EP degree (16) and its bounds; coupled_max_gpus 0 leaves no coupled range.
   CHECK(summary_with("  bandwidth_sharing: auto\n  exact_max_gpus: 8\n", "out6")
