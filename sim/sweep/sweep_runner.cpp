@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -44,6 +45,15 @@ std::string check_file(const std::string& dir, const std::string& id, std::size_
 }
 
 const char* const kCheckTable = "exact_check.csv";
+
+/// The point id of a check file's name (ID.check-N.json, N digits), or "" for any other name.
+std::string check_file_point(const std::string& name) {
+  const std::size_t at = name.rfind(".check-");
+  const std::size_t digits = at == std::string::npos ? 0 : at + 7;
+  if (digits == 0 || name.size() <= digits + 5 || name.compare(name.size() - 5, 5, ".json") != 0) return "";
+  if (name.find_first_not_of("0123456789", digits) != name.size() - 5) return "";
+  return name.substr(0, at);
+}
 
 /// Writes `text` to `path` atomically. A file that appeared there meanwhile (another shard or run of
 /// the same sweep wrote the same point) is left as it is: both hold the same result.
@@ -93,22 +103,16 @@ void check_not_above_cwd(const std::string& dir) {
 void remove_old_results(const std::string& dir, const SweepLock& old) {
   const fs::path root(dir);
   for (const SweepLock::Point& p : old.points) remove_file(point_file(dir, p.id));
-  // The points' checks against exact, for any N (ID.check-N.json): the ids are the lock's.
+  // The points' checks against exact, for any N (ID.check-N.json), of the points the lock lists.
+  std::set<std::string> ids;
+  for (const SweepLock::Point& p : old.points) ids.insert(p.id);
   std::error_code ec;
-  if (fs::is_directory(root / "points", ec)) {
-    std::vector<fs::path> checks;
-    for (const auto& entry : fs::directory_iterator(root / "points", ec)) {
-      const std::string name = entry.path().filename().string();
-      for (const SweepLock::Point& p : old.points) {
-        const std::string stem = p.id + ".check-";
-        if (name.size() > stem.size() + 5 && name.compare(0, stem.size(), stem) == 0 &&
-            name.find_first_not_of("0123456789", stem.size()) == name.size() - 5 &&
-            name.compare(name.size() - 5, 5, ".json") == 0)
-          checks.push_back(entry.path());
-      }
-    }
-    for (const fs::path& c : checks) remove_file(c);
+  std::vector<fs::path> checks;
+  for (const auto& entry : fs::directory_iterator(root / "points", ec)) {
+    const std::string id = check_file_point(entry.path().filename().string());
+    if (!id.empty() && ids.count(id) > 0) checks.push_back(entry.path());
   }
+  for (const fs::path& c : checks) remove_file(c);
   remove_file(root / kCheckTable);
   for (const std::string& t : old.traces) remove_file(root / "traces" / t);
   for (const std::string& f : sweep_table_files()) remove_file(root / f);
