@@ -147,12 +147,7 @@ int compare_command(const std::vector<std::string>& args) {
                     << " records\n";
         if (check && !replay_check) check->add_exact_replay(ep);
         if (replay_check) {
-          // The same plans (a balancer plans from the counts and its history of them), other rates.
-          ExperimentSpec exact_spec = spec.experiment(c, ep, b);
-          exact_spec.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
-          exact_spec.max_records = static_cast<int>(std::min(check->wanted(), acc.records()));
-          exact_spec.timeline_records = 0;
-          replay(exact_spec, [&](const LayerOutcome& o) { replay_check->add_exact(o.metrics, o.result); }, replay_threads);
+          replay_check->run_exact(spec.experiment(c, ep, b), replay_threads);
           if (!quiet)
             std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": "
                       << replay_check->checked() << " checked against exact\n";

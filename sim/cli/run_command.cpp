@@ -37,7 +37,6 @@ std::string join(const std::vector<std::string>& cells) {
   return out;
 }
 
-
 void write_gpu_rows(std::ostream& out, const LayerOutcome& o, int gpus_per_node) {
   const std::vector<std::int64_t> load = o.plan.tokens_per_gpu();
   for (int g = 0; g < o.plan.num_gpus; ++g) {
@@ -127,17 +126,11 @@ int run_command(const std::vector<std::string>& args) {
     if (step) add_step_record(*step, o);
     if (check) check->add_run(o.metrics, o.result);
   }, threads > 0 ? static_cast<unsigned>(threads) : cores);
-  // The same first records again under exact sharing, where the run used another: the same plans
-  // (a balancer plans from the counts and its history of them), other rates.
+  // The same first records again under exact sharing, where the run used another.
   const BandwidthSharing sharing = sharing_for(spec.hardware.engine, spec.ep_degree);
   const bool checking = check && sharing != BandwidthSharing::exact && summary.records() > 0;
   if (checking) {
-    ExperimentSpec exact_spec = spec;
-    exact_spec.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
-    exact_spec.max_records = static_cast<int>(std::min(check->wanted(), summary.records()));
-    exact_spec.timeline_records = 0;
-    replay(exact_spec, [&](const LayerOutcome& o) { check->add_exact(o.metrics, o.result); },
-           threads > 0 ? static_cast<unsigned>(threads) : cores);
+    check->run_exact(spec, threads > 0 ? static_cast<unsigned>(threads) : cores);
     check->write_csv(folder.open("exact_check.csv"));
   }
   timeline.close();

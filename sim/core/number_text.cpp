@@ -10,4 +10,11 @@ std::string g9(double v) {
   return buf;
 }
 
+std::string signed_percent(double share) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%+.3f%%", 100 * share);
+  const std::string text = buf;
+  return text == "-0.000%" ? "+0.000%" : text;
+}
+
 }  // namespace epsim

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sim/core/number_text.hpp"
+
 namespace epsim {
 
 namespace {
@@ -16,16 +18,9 @@ std::string fixed(const char* format, double v) {
   return buf;
 }
 
-/// A share as a signed percentage, 3 decimals (the run summary's form); one that rounds to zero is
-/// +0.000%, whichever its sign.
-std::string percent(double share) {
-  const std::string text = fixed("%+.3f%%", 100 * share);
-  return text == "-0.000%" ? "+0.000%" : text;
-}
-
 /// `from` to `to` as percentages, one figure when they read the same.
 std::string percent_range(double from, double to) {
-  const std::string a = percent(from), b = percent(to);
+  const std::string a = signed_percent(from), b = signed_percent(to);
   return a == b ? a : a + " to " + b;
 }
 

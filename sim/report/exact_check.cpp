@@ -7,19 +7,9 @@
 
 #include "sim/core/number_text.hpp"
 #include "sim/core/quantile.hpp"
+#include "sim/replay/replay.hpp"
 
 namespace epsim {
-
-namespace {
-
-
-std::string percent(double share) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%+.3f%%", 100 * share);
-  return buf;
-}
-
-}  // namespace
 
 void ExactCheck::add_run(const LayerMetrics& metrics, const LayerResult& result) {
   if (kept_.size() >= wanted_) return;
@@ -51,6 +41,15 @@ void ExactCheck::add_exact(const LayerMetrics& metrics, const LayerResult& resul
   const double pick = static_cast<double>(exact[static_cast<std::size_t>(row.run.last_gpu)]);
   row.pick_before = last > 0 ? (last - pick) / last : 0;
   rows_.push_back(std::move(row));
+}
+
+void ExactCheck::run_exact(const ExperimentSpec& run, unsigned threads) {
+  if (kept_.empty()) return;
+  ExperimentSpec exact = run;
+  exact.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
+  exact.max_records = static_cast<int>(kept_.size());
+  exact.timeline_records = 0;
+  replay(exact, [&](const LayerOutcome& o) { add_exact(o.metrics, o.result); }, threads);
 }
 
 ExactCheck::Summary ExactCheck::summary() const {
@@ -102,9 +101,9 @@ void ExactCheck::print(std::ostream& out, const std::string& sharing) const {
   const std::size_t n = s.records;
   out << "    checked against exact on this trace's first " << (n == 1 ? std::string("record") : std::to_string(n) + " records")
       << " (--check-exact, exact_check.csv):\n"
-      << "      " << sharing << "'s layer time " << percent(s.layer_error_min);
-  if (n > 1) out << " to " << percent(s.layer_error_max);
-  out << ", every GPU's forward GEMM finish " << percent(s.gpu_error_min) << " to " << percent(s.gpu_error_max) << ",\n"
+      << "      " << sharing << "'s layer time " << signed_percent(s.layer_error_min);
+  if (n > 1) out << " to " << signed_percent(s.layer_error_max);
+  out << ", every GPU's forward GEMM finish " << signed_percent(s.gpu_error_min) << " to " << signed_percent(s.gpu_error_max) << ",\n"
       << "      the GPU named last exact's in " << s.same_last << " of " << n;
   if (s.same_last < n) {
     char buf[80];

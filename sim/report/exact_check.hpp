@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/hardware/experiment_spec.hpp"
 #include "sim/replay/layer_metrics.hpp"
 #include "sim/replay/layer_result.hpp"
 
@@ -30,6 +31,11 @@ class ExactCheck {
   /// The same record under exact sharing, in the same order (std::logic_error past the run's kept
   /// records).
   void add_exact(const LayerMetrics& metrics, const LayerResult& result);
+  /// The run's kept records simulated again under exact sharing: `run`, the experiment the run
+  /// replayed, with exact sharing, its kept records alone and no timeline (the same plans: a
+  /// balancer plans from the counts and its history of them; other rates). Up to `threads` records
+  /// at once; the figures do not depend on it.
+  void run_exact(const ExperimentSpec& run, unsigned threads);
   std::size_t checked() const { return rows_.size(); }
 
   /// What the checked records say, taken together (requires checked() > 0).

@@ -1,13 +1,10 @@
 #include "sim/sweep/point_check.hpp"
 
-#include <cmath>
-#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/core/input_error.hpp"
-#include "sim/core/number_text.hpp"
 #include "sim/hardware/hardware_spec.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/sweep/sweep_json_file.hpp"
@@ -20,16 +17,6 @@ constexpr int kVersion = 1;
 
 BandwidthSharing sharing_of(const ExperimentSpec& x) { return sharing_for(x.hardware.engine, x.ep_degree); }
 
-
-/// A CSV cell: 9 significant digits, empty for a value that is not finite.
-std::string cell(double v) { return std::isfinite(v) ? g9(v == 0 ? 0.0 : v) : ""; }
-
-std::string csv_text(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (const char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -56,9 +43,7 @@ PointCheck check_point(const SweepPoint& point, const std::string& trace_path, s
     ExactCheck check(records);
     try {
       replay(x, [&](const LayerOutcome& o) { check.add_run(o.metrics, o.result); }, threads);
-      ExperimentSpec exact = x;
-      exact.hardware.engine.bandwidth_sharing = BandwidthSharing::exact;
-      replay(exact, [&](const LayerOutcome& o) { check.add_exact(o.metrics, o.result); }, threads);
+      check.run_exact(x, threads);
     } catch (const BalancerCannotServe& e) {
       out.not_served = e.what();
     }
@@ -125,49 +110,6 @@ PointCheck read_point_check_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     file.bad(e.what());
   }
-}
-
-std::string sweep_check_csv(const SweepLock& lock, const std::map<std::string, PointCheck>& checks) {
-  std::ostringstream out;
-  out << "point,point_id";
-  for (const std::string& c : lock.columns) out << ',' << csv_text(c);
-  out << ",sharing,balancer,records,layer_time_us_median,exact_layer_time_us_median,layer_error_min,"
-         "layer_error_max,gpu_error_min,gpu_error_max,last_gpu_as_exact,last_gpu_before_exact_max,speedup,"
-         "exact_speedup,not_served\n";
-  for (std::size_t i = 0; i < lock.points.size(); ++i) {
-    const SweepLock::Point& p = lock.points[i];
-    const auto found = checks.find(p.id);
-    if (found == checks.end()) continue;  // (a point that ran exact)
-    const PointCheck& c = found->second;
-    const BalancerCheck* base = nullptr;
-    for (const BalancerCheck& b : c.balancers)
-      if (b.label == lock.baseline && b.not_served.empty()) base = &b;
-    for (const BalancerCheck& b : c.balancers) {
-      out << i << ',' << p.id;
-      for (const std::string& col : lock.columns) {
-        std::string v;
-        for (const auto& [k, value] : p.values)
-          if (k == col) v = value;
-        out << ',' << csv_text(v);
-      }
-      out << ',' << c.sharing << ',' << csv_text(b.label);
-      if (!b.not_served.empty()) {
-        out << std::string(12, ',') << ',' << csv_text(b.not_served) << '\n';
-        continue;
-      }
-      const ExactCheck::Summary& s = b.summary;
-      // The baseline's median layer time over the balancer's, on the same first records.
-      const bool comparable = base != nullptr && base->summary.records == s.records;
-      const double speedup = comparable ? base->summary.layer_us_median / s.layer_us_median : std::nan("");
-      const double exact_speedup =
-          comparable ? base->summary.exact_layer_us_median / s.exact_layer_us_median : std::nan("");
-      out << ',' << s.records << ',' << cell(s.layer_us_median) << ',' << cell(s.exact_layer_us_median) << ','
-          << cell(s.layer_error_min) << ',' << cell(s.layer_error_max) << ',' << cell(s.gpu_error_min) << ','
-          << cell(s.gpu_error_max) << ',' << s.same_last << ',' << cell(s.worst_pick) << ',' << cell(speedup) << ','
-          << cell(exact_speedup) << ",\n";
-    }
-  }
-  return out.str();
 }
 
 }  // namespace epsim

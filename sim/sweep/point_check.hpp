@@ -10,12 +10,10 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "sim/report/exact_check.hpp"
-#include "sim/sweep/sweep_lock.hpp"
 #include "sim/sweep/sweep_spec.hpp"
 
 namespace epsim {
@@ -45,9 +43,5 @@ PointCheck check_point(const SweepPoint& point, const std::string& trace_path, s
 /// The check file's text, and its reading (InputError naming `path` for anything else).
 std::string point_check_json(const PointCheck& check);
 PointCheck read_point_check_json(const std::string& path);
-
-/// exact_check.csv: a row per checked point and balancer, in the sweep's order: the point, its
-/// values, the sharing, the balancer, then the check's figures and the speedups on the baseline.
-std::string sweep_check_csv(const SweepLock& lock, const std::map<std::string, PointCheck>& checks);
 
 }  // namespace epsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -219,6 +220,44 @@ SweepTables sweep_tables(const SweepLock& lock, const std::map<std::string, Poin
   }
   t.summary_md = summary(lock, results);
   return t;
+}
+
+std::string sweep_check_csv(const SweepLock& lock, const std::map<std::string, PointCheck>& checks) {
+  std::ostringstream out;
+  out << "point,point_id";
+  for (const std::string& c : lock.columns) out << ',' << csv_text(c);
+  out << ",sharing,balancer,records,layer_time_us_median,exact_layer_time_us_median,layer_error_min,"
+         "layer_error_max,gpu_error_min,gpu_error_max,last_gpu_as_exact,last_gpu_before_exact_max,speedup,"
+         "exact_speedup,not_served\n";
+  for (std::size_t i = 0; i < lock.points.size(); ++i) {
+    const SweepLock::Point& p = lock.points[i];
+    const auto found = checks.find(p.id);
+    if (found == checks.end()) continue;  // (a point that ran exact)
+    const PointCheck& c = found->second;
+    const BalancerCheck* base = nullptr;
+    for (const BalancerCheck& b : c.balancers)
+      if (b.label == lock.baseline && b.not_served.empty()) base = &b;
+    for (const BalancerCheck& b : c.balancers) {
+      out << i << ',' << p.id;
+      for (const std::string& col : lock.columns) out << ',' << csv_text(value_of(p, col));
+      out << ',' << c.sharing << ',' << csv_text(b.label);
+      if (!b.not_served.empty()) {
+        out << std::string(12, ',') << ',' << csv_text(b.not_served) << '\n';
+        continue;
+      }
+      const ExactCheck::Summary& s = b.summary;
+      // The baseline's median layer time over the balancer's, on the same first records.
+      const bool comparable = base != nullptr && base->summary.records == s.records;
+      const double speedup = comparable ? base->summary.layer_us_median / s.layer_us_median : std::nan("");
+      const double exact_speedup =
+          comparable ? base->summary.exact_layer_us_median / s.exact_layer_us_median : std::nan("");
+      out << ',' << s.records << ',' << number(s.layer_us_median) << ',' << number(s.exact_layer_us_median) << ','
+          << number(s.layer_error_min) << ',' << number(s.layer_error_max) << ',' << number(s.gpu_error_min) << ','
+          << number(s.gpu_error_max) << ',' << s.same_last << ',' << number(s.worst_pick) << ',' << number(speedup) << ','
+          << number(exact_speedup) << ",\n";
+    }
+  }
+  return out.str();
 }
 
 }  // namespace epsim

@@ -46,6 +46,11 @@ std::string check_file(const std::string& dir, const std::string& id, std::size_
 
 const char* const kCheckTable = "exact_check.csv";
 
+/// The trace a point replays: generated or derived into OUTDIR/traces, else the experiment's own.
+std::string point_trace(const std::string& dir, const SweepPoint& p) {
+  return p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+}
+
 /// The point id of a check file's name (ID.check-N.json, N digits), or "" for any other name.
 std::string check_file_point(const std::string& name) {
   const std::size_t at = name.rfind(".check-");
@@ -288,7 +293,7 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
   for (const auto& [file, p] : traces) to_generate.push_back(p);
   run_jobs(to_generate.size(), threads, [&](std::size_t i) {
     const SweepPoint& p = *to_generate[i];
-    const std::string path = (fs::path(dir) / "traces" / p.trace_file).string();
+    const std::string path = point_trace(dir, p);
     try {
       if (p.trace) generate_trace(*p.trace, path, false);
       else derive_trace(p.derive_source, *p.derive, path, false);
@@ -306,8 +311,7 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
         [&](std::size_t i) {
           const SweepPoint& p = *todo[i];
           const auto t0 = std::chrono::steady_clock::now();
-          const std::string trace =
-              p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+          const std::string trace = point_trace(dir, p);
           PointResult r;
           try {
             r = run_point(p, trace);
@@ -340,8 +344,7 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
     run_jobs(to_check.size(), threads, [&](std::size_t i) {
       const SweepPoint& p = *to_check[i];
       const auto t0 = std::chrono::steady_clock::now();
-      const std::string trace =
-          p.trace || p.derive ? (fs::path(dir) / "traces" / p.trace_file).string() : p.experiments.front().trace_path;
+      const std::string trace = point_trace(dir, p);
       PointCheck c;
       try {
         c = check_point(p, trace, o.check_exact, check_threads);

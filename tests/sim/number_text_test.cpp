@@ -20,3 +20,13 @@ TEST_CASE("g9 writes 9 significant digits, the shortest form printf gives") {
   CHECK(g9(-std::numeric_limits<double>::max()) == "-1.79769313e+308");
   CHECK(g9(std::numeric_limits<double>::infinity()) == "inf");
 }
+
+TEST_CASE("signed_percent writes a share as a signed percentage with 3 decimals, zero always +0.000%") {
+  using epsim::signed_percent;
+  CHECK(signed_percent(0.01) == "+1.000%");
+  CHECK(signed_percent(-0.0099009901) == "-0.990%");
+  CHECK(signed_percent(0) == "+0.000%");
+  CHECK(signed_percent(-0.0) == "+0.000%");
+  CHECK(signed_percent(-3.8e-6) == "+0.000%");  // rounds to zero: no sign of its own
+  CHECK(signed_percent(-6e-6) == "-0.001%");
+}
