@@ -36,17 +36,22 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
     plan.instances.push_back({e, home[e], InstanceKind::static_expert});
   }
   // More home instances, one per (expert, later stage) that has tokens, so C_j is its own GEMM.
+  // The (expert, stage) pairs with tokens are found in one pass over the counts, then numbered stage
+  // by stage (at EP 1,024, 256 stages: a pass over the counts for each stage was most of plan()).
   std::vector<std::vector<int>> stage_instance(experts, std::vector<int>(stages, -1));
   for (int e = 0; e < experts; ++e) stage_instance[e][0] = e;
+  for (int s = 0; s < n; ++s) {
+    for (int e = 0; e < experts; ++e) {
+      if (shadowed[e] || record.count(s, e, experts) == 0) continue;
+      const int j = exchange.stage(s, home[e]);
+      if (j > 0) stage_instance[e][j] = 0;  // has tokens: numbered below
+    }
+  }
   for (int j = 1; j < stages; ++j) {
     for (int e = 0; e < experts; ++e) {
-      if (shadowed[e]) continue;
-      for (int s = 0; s < n; ++s) {
-        if (record.count(s, e, experts) == 0 || exchange.stage(s, home[e]) != j) continue;
-        stage_instance[e][j] = static_cast<int>(plan.instances.size());
-        plan.instances.push_back({e, home[e], InstanceKind::static_expert});
-        break;
-      }
+      if (stage_instance[e][j] < 0) continue;
+      stage_instance[e][j] = static_cast<int>(plan.instances.size());
+      plan.instances.push_back({e, home[e], InstanceKind::static_expert});
     }
   }
   // A shadow on every other GPU, tokens or not: v1 broadcasts to all and reduces from all.
@@ -98,11 +103,13 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
   // Per GPU: C_0 .. C_{n_g-1}, then the shadow computations; per_expert: one group per instance in
   // the same order, as v1 runs expert by expert.
   const bool per_expert = options_.gemm == FasterMoeGemm::per_expert;
+  std::vector<std::vector<int>> homed(n);  // per GPU, the experts it owns, ascending
+  for (int e = 0; e < experts; ++e) homed[home[e]].push_back(e);
   for (int g = 0; g < n; ++g) {
     for (int j = 0; j < stages; ++j) {
       GemmGroup group{g, {}};
-      for (int e = 0; e < experts; ++e) {
-        if (home[e] != g || shadowed[e] || stage_instance[e][j] < 0) continue;
+      for (const int e : homed[g]) {
+        if (shadowed[e] || stage_instance[e][j] < 0) continue;
         if (per_expert) plan.gemm_order[g].push_back(GemmGroup{g, {stage_instance[e][j]}});
         else group.instances.push_back(stage_instance[e][j]);
       }

@@ -1,6 +1,7 @@
 // What one all-to-all-v moves: an amount per (source GPU, destination GPU) pair, and with per-node
 // token copies, per (rank, node) amounts that cross RDMA once. The amounts are bytes, or tokens that
-// an exchange scales by its bytes per token (exchange_shape.hpp).
+// an exchange scales by its bytes per token (exchange_shape.hpp). A payload of few pairs may list
+// them instead of filling a matrix.
 #pragma once
 
 #include <utility>
@@ -9,8 +10,23 @@
 namespace epsim {
 
 struct ExchangePayload {
+  /// One pair's amount, for a payload given as a list.
+  struct Pair {
+    int from = 0;
+    int to = 0;
+    double amount = 0;
+  };
   /// gpu_bytes[a][b]: payload from GPU a to GPU b (the diagonal never leaves the GPU).
   std::vector<std::vector<double>> gpu_bytes;
+  /// In place of the matrices (both left empty), a payload of few pairs as lists: the pairs, each once,
+  /// in (from, to) order, which is the order a walk of the matrix meets them. A gradient reduce moves
+  /// one column of n x n, and each of FasterMoE's pipelined stages one group's pairs: at EP 1,024 a
+  /// matrix is 8 MB of pages to fill and a million pairs to walk for each.
+  std::vector<Pair> pairs;
+  /// With pairs: node_bytes as (rank, node) pairs in that order, each once.
+  std::vector<Pair> node_pairs;
+  /// With pairs: per_node token copies, as a node_bytes matrix (even of zeros) says.
+  bool per_node = false;
   /// node_bytes[r][m]: per_node token copies, the bytes between rank r and node m (m not r's node)
   /// that cross RDMA once, between r and its rail peer in m. Empty: every pair travels on its own.
   std::vector<std::vector<double>> node_bytes;

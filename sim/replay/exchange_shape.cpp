@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 namespace epsim {
 
 ExchangeShape::ExchangeShape(const Topology& topology, const ExchangePayload& payload, CommEngine engine)
     : engine_(engine) {
-  const int n = static_cast<int>(payload.gpu_bytes.size());
-  assert(n == topology.num_gpus());
+  const int n = topology.num_gpus();
+  assert(payload.gpu_bytes.empty() ? payload.node_bytes.empty() : static_cast<int>(payload.gpu_bytes.size()) == n);
   ranks_.resize(static_cast<std::size_t>(n));
   HopSpecs specs;
   add_hops(topology, payload, specs);
@@ -31,7 +32,8 @@ ExchangeShape::ExchangeShape(const Topology& topology, const ExchangePayload& pa
 void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& payload, HopSpecs& specs) {
   const int n = static_cast<int>(ranks_.size());
   const bool copies = engine_ == CommEngine::copy_engine;
-  const bool by_node = !payload.node_bytes.empty();
+  const bool listed = payload.gpu_bytes.empty();
+  const bool by_node = listed ? payload.per_node : !payload.node_bytes.empty();
   const int per_node = topology.gpus_per_node();
   // `origins`: other ranks whose start the hop awaits (whose data it carries). `first`: the bytes leave
   // their origin here (a forwarding hop carries bytes already counted on their RDMA hop).
@@ -63,12 +65,22 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
     terms_.push_back(amount);
     add(from, to, terms_.size(), origins, origin_count, true, -1, node, rdma_source);
   };
+  // A listed payload has at most a hop per pair and per node amount; a matrix's hops are guessed
+  // (each reserved block of 2 MB or more takes at least one huge page once touched: a guess of a full
+  // exchange's hops for each of a sparse exchange's stages held FasterMoE's EP 1,024 layer at 2 GB).
   const std::size_t expected =
-      static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64));
+      listed ? payload.pairs.size() + payload.node_pairs.size()
+             : static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64));
   hops_.reserve(expected);
   for (std::vector<int>* column : {&specs.after_ready, &specs.node, &specs.rdma_source}) column->reserve(expected);
   specs.wait_offsets.reserve(expected + 1);
   specs.stream_offsets.reserve(expected + 1);
+  if (!by_node && listed) {
+    terms_.reserve(expected);
+    for (const ExchangePayload::Pair& pair : payload.pairs)
+      if (pair.from != pair.to && pair.amount > 0) add_one(pair.from, pair.to, pair.amount, nullptr, 0);
+    return;
+  }
   if (!by_node) {
     terms_.reserve(expected);
     for (int a = 0; a < n; ++a)
@@ -89,42 +101,59 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
   // own; forwarded(f, source, amount): a pair in forward f. A pair whose forwarding GPU is its expert
   // GPU rides the RDMA hop alone.
   const int nodes = topology.num_nodes();
-  const auto walk = [&](auto&& own, auto&& forwarded) {
+  // cells(a, begin, end, visit): visit(b, amount) for each pair (a, b) with b in [begin, end) that
+  // moves something, in b's order. A matrix reads row a; a list takes its next pairs, since the walk
+  // asks for every (a, node) in the list's order (`cursor` is where the next walk's ask begins).
+  std::size_t cursor = 0;
+  const auto matrix_cells = [&](int a, int begin, int end, auto&& visit) {
+    const double* row = payload.gpu_bytes[a].data();
+    for (int b = begin; b < end; ++b)
+      if (row[b] > 0) visit(b, row[b]);
+  };
+  const auto listed_cells = [&](int a, int, int end, auto&& visit) {
+    const std::vector<ExchangePayload::Pair>& pairs = payload.pairs;
+    for (; cursor < pairs.size() && pairs[cursor].from == a && pairs[cursor].to < end; ++cursor)
+      if (pairs[cursor].amount > 0) visit(pairs[cursor].to, pairs[cursor].amount);
+  };
+  const auto walk_cells = [&](auto&& cells, auto&& own, auto&& forwarded) {
     for (int a = 0; a < n; ++a) {
-      const double* row = payload.gpu_bytes[a].data();
       const int a_node = a / per_node;
       for (int m = 0; m < nodes; ++m) {
         const int node_begin = m * per_node;
         const int node_end = std::min(n, node_begin + per_node);
         if (m == a_node) {  // inside the node: no forwarding
-          for (int b = node_begin; b < node_end; ++b)
-            if (b != a && row[b] > 0) own(a, b, row[b]);
+          cells(a, node_begin, node_end, [&](int b, double amount) {
+            if (b != a) own(a, b, amount);
+          });
           continue;
         }
         if (!payload.to_sources) {
           // Dispatch: a is the source, b the expert GPU; the peer is a's rail peer in node m.
           const int peer = topology.forwarding_gpu(a, node_begin);
-          for (int b = node_begin; b < node_end; ++b) {
-            if (row[b] <= 0) continue;
-            if (peer < 0) own(a, b, row[b]);  // a partial last node may lack the peer
-            else if (peer != b) forwarded(static_cast<std::size_t>(peer) * per_node + static_cast<std::size_t>(b - node_begin), a, row[b]);
-          }
+          cells(a, node_begin, node_end, [&](int b, double amount) {
+            if (peer < 0) own(a, b, amount);  // a partial last node may lack the peer
+            else if (peer != b) forwarded(static_cast<std::size_t>(peer) * per_node + static_cast<std::size_t>(b - node_begin), a, amount);
+          });
         } else {
           // Combine: a is the expert GPU, b the source; the peer is b's rail peer in a's node, which
           // has b's local index, so a's forward to it is a's forward for that index. The peer of the
           // node's first GPU is looked up once (-1: routes are direct) and the others' follow by
           // their index, a partial node of a's lacking the last ones: a combine has a million pairs.
           const int first_peer = topology.forwarding_gpu(node_begin, a);
-          for (int b = node_begin; b < node_end; ++b) {
-            if (row[b] <= 0) continue;
+          cells(a, node_begin, node_end, [&](int b, double amount) {
             const int offset_peer = first_peer + (b - node_begin);
             const int peer = first_peer < 0 || offset_peer >= n ? -1 : offset_peer;
-            if (peer < 0) own(a, b, row[b]);  // as in a dispatch, the pair goes on its own
-            else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(b - node_begin), b, row[b]);
-          }
+            if (peer < 0) own(a, b, amount);  // as in a dispatch, the pair goes on its own
+            else if (peer != a) forwarded(static_cast<std::size_t>(a) * per_node + static_cast<std::size_t>(b - node_begin), b, amount);
+          });
         }
       }
     }
+  };
+  const auto walk = [&](auto&& own, auto&& forwarded) {
+    cursor = 0;
+    if (listed) walk_cells(listed_cells, own, forwarded);
+    else walk_cells(matrix_cells, own, forwarded);
   };
   // Two walks: the first adds the pairs that travel alone and counts each forward's pairs, the second
   // lists their sources and amounts in place (a list per forward grown one source at a time was
@@ -136,7 +165,8 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
   specs.streams.resize(static_cast<std::size_t>(forward_offsets[forwards]));
   // Room for the forwarded pairs' terms and the RDMA hops' below (at most one per source and
   // node) at once: grown by doubling, the terms of a wide exchange took half again their size.
-  terms_.reserve(forward_terms + specs.streams.size() + static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes));
+  const std::size_t node_hops = listed ? payload.node_pairs.size() : static_cast<std::size_t>(n) * static_cast<std::size_t>(nodes);
+  terms_.reserve(forward_terms + specs.streams.size() + node_hops);
   terms_.resize(forward_terms + specs.streams.size());
   {
     std::vector<int> fill(forward_offsets.begin(), forward_offsets.end() - 1);
@@ -161,31 +191,47 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
       add(from, to, forward_terms + static_cast<std::size_t>(end), specs.streams.data() + begin, origins, false, end, node);
     }
   }
+  // Each rank's node amounts that move, (rank, node) in order: visit(r, m, amount).
+  const auto node_amounts = [&](auto&& visit) {
+    if (listed) {
+      for (const ExchangePayload::Pair& pair : payload.node_pairs)
+        if (pair.amount > 0) visit(pair.from, pair.to, pair.amount);
+      return;
+    }
+    for (int r = 0; r < n; ++r)
+      for (int m = 0; m < nodes; ++m)
+        if (payload.node_bytes[r][m] > 0) visit(r, m, payload.node_bytes[r][m]);
+  };
+  // Whether pair (a, b) moves something; a list is searched, in its (from, to) order.
+  const auto moves = [&](int a, int b) {
+    if (!listed) return payload.gpu_bytes[a][b] > 0;
+    const auto at = std::lower_bound(payload.pairs.begin(), payload.pairs.end(), std::make_pair(a, b),
+                                     [](const ExchangePayload::Pair& pair, const std::pair<int, int>& key) {
+                                       return pair.from != key.first ? pair.from < key.first : pair.to < key.second;
+                                     });
+    return at != payload.pairs.end() && at->from == a && at->to == b && at->amount > 0;
+  };
   if (payload.to_sources) {
     // A combine's node sums each wait for at most the other GPUs of their node: room for that at once.
     std::size_t sums = 0;
-    for (int r = 0; r < n; ++r)
-      for (int m = 0; m < nodes; ++m) sums += payload.node_bytes[r][m] > 0 ? 1 : 0;
+    node_amounts([&](int, int, double) { ++sums; });
     specs.waits.reserve(specs.waits.size() + sums * static_cast<std::size_t>(per_node - 1));
   }
   std::vector<int> origins;
-  for (int r = 0; r < n; ++r) {
-    for (int m = 0; m < nodes; ++m) {
-      const double amount = payload.node_bytes[r][m];
-      if (amount <= 0 || m == r / per_node) continue;
-      const int peer = topology.forwarding_gpu(r, m * per_node);
-      if (peer < 0) continue;  // those pairs travelled on their own above
-      if (!payload.to_sources) {
-        add_one(r, peer, amount, nullptr, 0, m, r);
-        continue;
-      }
-      // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
-      origins.clear();
-      for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
-        if (d != peer && payload.gpu_bytes[d][r] > 0) origins.push_back(d);
-      add_one(peer, r, amount, origins.data(), origins.size(), m, r);
+  node_amounts([&](int r, int m, double amount) {
+    if (m == r / per_node) return;
+    const int peer = topology.forwarding_gpu(r, m * per_node);
+    if (peer < 0) return;  // those pairs travelled on their own above
+    if (!payload.to_sources) {
+      add_one(r, peer, amount, nullptr, 0, m, r);
+      return;
     }
-  }
+    // The node's sum leaves the peer once the GPUs whose outputs it sums have started.
+    origins.clear();
+    for (int d = m * per_node; d < std::min(n, (m + 1) * per_node); ++d)
+      if (d != peer && moves(d, r)) origins.push_back(d);
+    add_one(peer, r, amount, origins.data(), origins.size(), m, r);
+  });
 }
 
 void ExchangeShape::index_waits(const HopSpecs& specs) {

@@ -113,15 +113,26 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
       continue;
     const int expert = plan.instances[t.instance].expert;
     GradientReduce& reduce = reduces[expert];
-    if (reduce.bytes.empty()) {
+    if (reduce.wgrads_before.empty()) {
       reduce.expert = expert;
-      reduce.bytes.assign(n, std::vector<double>(n, 0.0));
       reduce.wgrads_before.assign(n, 0);
     }
-    reduce.bytes[t.src_gpu][t.dst_gpu] += static_cast<double>(t.bytes);
+    reduce.payload.pairs.push_back({t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes)});
   }
   std::map<int, int> reduce_of_expert;
   for (auto& [expert, reduce] : reduces) {
+    // Each pair once, in (from, to) order; a pair's transfers summed in plan order, as a matrix
+    // filled transfer by transfer would hold them.
+    std::vector<ExchangePayload::Pair>& pairs = reduce.payload.pairs;
+    std::stable_sort(pairs.begin(), pairs.end(), [](const ExchangePayload::Pair& x, const ExchangePayload::Pair& y) {
+      return x.from != y.from ? x.from < y.from : x.to < y.to;
+    });
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      if (kept > 0 && pairs[kept - 1].from == pairs[i].from && pairs[kept - 1].to == pairs[i].to) pairs[kept - 1].amount += pairs[i].amount;
+      else pairs[kept++] = pairs[i];
+    }
+    pairs.resize(kept);
     reduce_of_expert[expert] = static_cast<int>(graph.reduces.size());
     graph.reduces.push_back(std::move(reduce));
   }

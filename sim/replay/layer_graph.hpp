@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sim/plan/plan.hpp"
+#include "sim/replay/exchange_payload.hpp"
 #include "sim/replay/sim_context.hpp"
 
 namespace epsim {
@@ -49,7 +50,7 @@ struct CeLeg {
 /// holding an instance of the expert there) have ended.
 struct GradientReduce {
   int expert = 0;
-  std::vector<std::vector<double>> bytes;  ///< [src][dst]
+  ExchangePayload payload;                 ///< its pairs, listed (a reduce is one column of n x n)
   std::vector<int> wgrads_before;          ///< per GPU
 };
 

@@ -106,6 +106,21 @@ std::shared_ptr<const ExchangeShape> LayerRun::stage_shape(int stage, bool rever
   if (kept != nullptr && kept->engine() == engine) return kept;
   ExchangePayload& payload = stage_payload_;
   payload.to_sources = reverse;
+  const std::vector<LegTokens>& legs = fanout_.gpu_legs(stage);
+  // A stage of few pairs is listed: FasterMoE's pipelined stages each move one group's pairs, and an
+  // n x n matrix for each was 8 MB to fill and a million pairs to walk at EP 1,024.
+  if (legs.size() * 8 < static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_)) {
+    list_stage(stage, reverse, payload);
+  } else {
+    payload.pairs.clear();
+    payload.node_pairs.clear();
+    fill_stage(stage, reverse, payload);
+  }
+  kept = std::make_shared<const ExchangeShape>(ctx_.topology(), payload, engine);
+  return kept;
+}
+
+void LayerRun::fill_stage(int stage, bool reverse, ExchangePayload& payload) const {
   payload.gpu_bytes.resize(static_cast<std::size_t>(n_));
   for (std::vector<double>& row : payload.gpu_bytes) row.assign(static_cast<std::size_t>(n_), 0.0);
   // Each stage reads only its own legs, so that many stages do not multiply the work. One leg per
@@ -118,9 +133,38 @@ std::shared_ptr<const ExchangeShape> LayerRun::stage_shape(int stage, bool rever
     payload.node_bytes.resize(static_cast<std::size_t>(n_));
     for (std::vector<double>& row : payload.node_bytes) row.assign(static_cast<std::size_t>(ctx_.topology().num_nodes()), 0.0);
     for (const LegTokens& leg : fanout_.node_legs(stage)) payload.node_bytes[leg.src][leg.dst] += leg.tokens;
+  } else {
+    payload.node_bytes.clear();
   }
-  kept = std::make_shared<const ExchangeShape>(ctx_.topology(), payload, engine);
-  return kept;
+}
+
+void LayerRun::list_stage(int stage, bool reverse, ExchangePayload& payload) const {
+  payload.gpu_bytes.clear();
+  payload.node_bytes.clear();
+  payload.pairs.clear();
+  payload.node_pairs.clear();
+  payload.per_node = fanout_.copies() == TokenCopies::per_node;
+  // A pair met again adds to its amount, in the legs' order, as a matrix filled leg by leg would.
+  const auto append = [](std::vector<ExchangePayload::Pair>& pairs, int from, int to, double amount) {
+    if (!pairs.empty() && pairs.back().from == from && pairs.back().to == to) pairs.back().amount += amount;
+    else pairs.push_back({from, to, amount});
+  };
+  // The legs come in (source, target) order; a combine's pairs are (target, source), so its legs
+  // are placed target by target, each target's in the legs' order, which keeps their sources' order.
+  const std::vector<LegTokens>& legs = fanout_.gpu_legs(stage);
+  payload.pairs.reserve(legs.size());
+  if (!reverse) {
+    for (const LegTokens& leg : legs) append(payload.pairs, leg.src, leg.dst, leg.tokens);
+  } else {
+    std::vector<std::size_t> starts(static_cast<std::size_t>(n_) + 1, 0);
+    for (const LegTokens& leg : legs) ++starts[static_cast<std::size_t>(leg.dst) + 1];
+    for (std::size_t g = 0; g < static_cast<std::size_t>(n_); ++g) starts[g + 1] += starts[g];
+    std::vector<const LegTokens*> placed(legs.size());
+    for (const LegTokens& leg : legs) placed[starts[static_cast<std::size_t>(leg.dst)]++] = &leg;
+    for (const LegTokens* leg : placed) append(payload.pairs, leg->dst, leg->src, leg->tokens);
+  }
+  if (payload.per_node)
+    for (const LegTokens& leg : fanout_.node_legs(stage)) append(payload.node_pairs, leg.src, leg.dst, leg.tokens);
 }
 
 // ---- communication streams ---------------------------------------------------------------------
@@ -502,9 +546,24 @@ void LayerRun::start_backward() {
   add_comm_ops(bwd_, Pass::backward);
   wgrads_left_.assign(n_, 0);
   for (const GemmTask& task : graph_.tasks) ++wgrads_left_[task.gpu];
-  int ce_gradients = 0;
+  // Each instance's gradient copies, found once: a weight-gradient GEMM's end sends its instances'.
+  const std::size_t instances = plan_.instances.size();
+  ce_grad_offsets_.assign(instances + 1, 0);
+  ce_grads_.clear();
+  const auto ce_gradient = [](const Transfer& t) {
+    return t.pass == PassKind::backward && t.carrier == Carrier::copy_engine && t.bytes > 0;
+  };
   for (const Transfer& t : plan_.transfers)
-    if (t.pass == PassKind::backward && t.carrier == Carrier::copy_engine && t.bytes > 0) ++ce_gradients;
+    if (ce_gradient(t)) ++ce_grad_offsets_[static_cast<std::size_t>(t.instance) + 1];
+  for (std::size_t i = 0; i < instances; ++i) ce_grad_offsets_[i + 1] += ce_grad_offsets_[i];
+  ce_grads_.resize(static_cast<std::size_t>(ce_grad_offsets_[instances]));
+  {
+    std::vector<int> fill(ce_grad_offsets_.begin(), ce_grad_offsets_.end() - 1);
+    for (std::size_t i = 0; i < plan_.transfers.size(); ++i)
+      if (ce_gradient(plan_.transfers[i]))
+        ce_grads_[static_cast<std::size_t>(fill[static_cast<std::size_t>(plan_.transfers[i].instance)]++)] = static_cast<int>(i);
+  }
+  const int ce_gradients = static_cast<int>(ce_grads_.size());
   // Every GPU's communication stream, every weight-gradient GEMM, every input-gradient copy back and
   // every gradient copy must finish before the pass does.
   bwd_.open = n_ + static_cast<int>(graph_.tasks.size() + graph_.ce_legs.size()) + ce_gradients;
@@ -529,7 +588,7 @@ void LayerRun::start_backward() {
     const GradientReduce& spec = graph_.reduces[r];
     reduce_wait_.push_back(spec.wgrads_before);
     reduces_.push_back(std::make_unique<AllToAllV>(
-        ctx_, "grad reduce e" + std::to_string(spec.expert), Pass::backward, ExchangePayload(spec.bytes),
+        ctx_, "grad reduce e" + std::to_string(spec.expert), Pass::backward, spec.payload,
         [this](int g) { reduce_part_done(g); }));
     result_.gradient_bytes += reduces_.back()->total_bytes();
     bwd_.open += n_;
@@ -607,9 +666,9 @@ void LayerRun::backward_dgrad_done(int id) {
 void LayerRun::backward_wgrad_done(int id) {
   const GemmTask& task = graph_.tasks[id];
   for (int inst : task.instances) {
-    for (const Transfer& t : plan_.transfers) {
-      if (t.pass != PassKind::backward || t.instance != inst || t.carrier != Carrier::copy_engine || t.bytes <= 0)
-        continue;
+    const std::size_t i = static_cast<std::size_t>(inst);
+    for (int at = ce_grad_offsets_[i]; at < ce_grad_offsets_[i + 1]; ++at) {
+      const Transfer& t = plan_.transfers[static_cast<std::size_t>(ce_grads_[static_cast<std::size_t>(at)])];
       ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::backward,
                    "grads e" + std::to_string(plan_.instances[inst].expert), [this] { close(Pass::backward); });
       result_.gradient_bytes += static_cast<double>(t.bytes);

@@ -91,6 +91,9 @@ class LayerRun {
   /// The shape of exchange stage `stage`'s token copies (reverse: back to the sources) on `engine`,
   /// in tokens: built on first use and kept, since the backward's exchanges move the forward's pairs.
   std::shared_ptr<const ExchangeShape> stage_shape(int stage, bool reverse, CommEngine engine);
+  /// Stage `stage`'s legs as stage_shape's payload: in matrices, or listed (a stage of few pairs).
+  void fill_stage(int stage, bool reverse, ExchangePayload& payload) const;
+  void list_stage(int stage, bool reverse, ExchangePayload& payload) const;
   /// Bytes of a Copy Engine leg in `phase`.
   double leg_bytes(const CeLeg& leg, TokenPhase phase) const;
   void add_comm_ops(PassState& pass, Pass which);
@@ -136,6 +139,10 @@ class LayerRun {
   std::vector<bool> planner_ready_;          ///< per node
   std::vector<int> node_dispatch_left_;      ///< per node: GPUs whose dispatch is not done yet
   std::vector<int> wgrads_left_;             ///< per GPU
+  /// Per plan instance, its backward Copy Engine gradient copies as indices into the plan's transfers:
+  /// ce_grads_[ce_grad_offsets_[i] .. ce_grad_offsets_[i + 1]), in plan order. Looked up among all
+  /// the transfers at each weight-gradient GEMM's end, they were a sixth of FasterMoE's EP 1,024 layer.
+  std::vector<int> ce_grad_offsets_, ce_grads_;
   std::unique_ptr<AllToAllV> prefetch_;      ///< the EP weight prefetch, if the plan has one
   std::vector<bool> prefetch_in_;            ///< per GPU: its part of the prefetch done
   std::vector<bool> task_started_;           ///< per task: its forward kernel was submitted

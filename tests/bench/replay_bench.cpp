@@ -10,7 +10,8 @@
 // third argument is the sharing: 0 exact (max-min), 1 per_link (each link shared on its own), 2 local
 // (max-min inside each GPU's sending and receiving links), 3 coupled (local, the busiest tenth of the
 // GPUs' links following their senders); 1 to 3 count no re-solves, so those counters read 0.
-// BM_ExchangeFanout and BM_ExchangeShape time two parts of its set-up alone.
+// BM_ExchangeFanout and BM_ExchangeShape time two parts of its set-up alone. BM_WideFasterMoeLayer is
+// FasterMoE's plan and layer on BM_WideEpLayer's log-normal layer.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/balancers/fastermoe.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
@@ -255,7 +257,31 @@ void BM_WideEpRecord(benchmark::State& state) {
   state.counters["layer_us"] = layer_us;
 }
 
+/// FasterMoE's plan and layer at wide EP, with its defaults (the paper's shadowing policy, smart
+/// scheduling in groups of 4: 256 pipelined stages at EP 1,024, each exchange a stage's pairs) and auto
+/// sharing (exact at EP 256, coupled at 1,024), on the log-normal layer of BM_WideEpLayer: what one
+/// record of a wide comparison's FasterMoE replay costs, beside BM_WideEpRecord's static EP.
+void BM_WideFasterMoeLayer(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  const StaticLayer layer(ep, 1024, [](HardwareSpec& hw) { hw.engine.bandwidth_sharing = BandwidthSharing::automatic; }, true);
+  const BalancerContext context = layer.context();
+  FasterMoe balancer{FasterMoeOptions{}};
+  std::size_t events = 0;
+  double layer_us = 0;
+  for (auto _ : state) {
+    const Plan plan = balancer.plan(layer.record, context);
+    const LayerResult result = simulate_layer(layer.hw, layer.model, plan, layer.local, true, &layer.record, false);
+    events = result.timeline.events.size();
+    layer_us = ps_to_us(result.layer_ps());
+    benchmark::DoNotOptimize(result.forward_ps);
+  }
+  state.counters["layer_us"] = layer_us;
+  state.counters["timeline_events"] = static_cast<double>(events);
+}
+
 }  // namespace
+
+BENCHMARK(BM_WideFasterMoeLayer)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_WideEpRecord)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 

@@ -30,8 +30,9 @@ struct Matrix {
 };
 
 // A skewed dispatch or combine of `n` GPUs on nodes of `per_node`, in tokens: fractional counts (the
-// fanout's expectations), some pairs empty, and each source's distinct tokens per other node.
-ExchangePayload random_tokens(int n, int per_node, bool to_sources, std::uint64_t seed) {
+// fanout's expectations), some pairs empty (most, when sparse), and each source's distinct tokens
+// per other node.
+ExchangePayload random_tokens(int n, int per_node, bool to_sources, std::uint64_t seed, bool sparse = false) {
   const int nodes = n / per_node;
   std::uint64_t x = seed;
   const auto next = [&x] {
@@ -44,7 +45,7 @@ ExchangePayload random_tokens(int n, int per_node, bool to_sources, std::uint64_
   Matrix node(n, nodes);
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
-      if (a == b || next() % 5 == 0) continue;
+      if (a == b || (sparse ? next() % 6 != 0 : next() % 5 == 0)) continue;
       gpu.rows[a][b] = static_cast<double>(next() % 4000) / 7.0 + 1.0 / 3.0;
     }
   }
@@ -68,6 +69,45 @@ ExchangePayload scaled(const ExchangePayload& tokens, double bytes_per_token) {
     for (std::vector<double>& row : *m)
       for (double& v : row) v = 0.0 + v * bytes_per_token;  // as LayerRun filled a byte payload
   return bytes;
+}
+
+// The same payload as lists: its pairs and node amounts that move, in (from, to) order.
+ExchangePayload listed(const ExchangePayload& matrices) {
+  ExchangePayload out;
+  out.to_sources = matrices.to_sources;
+  out.per_node = !matrices.node_bytes.empty();
+  for (std::size_t a = 0; a < matrices.gpu_bytes.size(); ++a)
+    for (std::size_t b = 0; b < matrices.gpu_bytes[a].size(); ++b)
+      if (matrices.gpu_bytes[a][b] > 0) out.pairs.push_back({static_cast<int>(a), static_cast<int>(b), matrices.gpu_bytes[a][b]});
+  for (std::size_t r = 0; r < matrices.node_bytes.size(); ++r)
+    for (std::size_t m = 0; m < matrices.node_bytes[r].size(); ++m)
+      if (matrices.node_bytes[r][m] > 0) out.node_pairs.push_back({static_cast<int>(r), static_cast<int>(m), matrices.node_bytes[r][m]});
+  return out;
+}
+
+// Two shapes alike in every hop, rank, term and index.
+void check_same_shape(const ExchangeShape& x, const ExchangeShape& y) {
+  REQUIRE(x.hops().size() == y.hops().size());
+  for (std::size_t h = 0; h < x.hops().size(); ++h) {
+    CAPTURE(h);
+    const ExchangeShape::Hop& a = x.hops()[h];
+    const ExchangeShape::Hop& b = y.hops()[h];
+    CHECK((a.from == b.from && a.to == b.to && a.by_copy_engine == b.by_copy_engine && a.first == b.first &&
+           a.internode == b.internode && a.pending == b.pending && a.inputs == b.inputs && a.terms_begin == b.terms_begin &&
+           a.terms_end == b.terms_end));
+  }
+  REQUIRE(x.ranks().size() == y.ranks().size());
+  for (std::size_t r = 0; r < x.ranks().size(); ++r)
+    CHECK((x.ranks()[r].moves == y.ranks()[r].moves && x.ranks()[r].holds_sms == y.ranks()[r].holds_sms &&
+           x.ranks()[r].hops == y.ranks()[r].hops));
+  CHECK(x.terms() == y.terms());
+  CHECK(x.kernels() == y.kernels());
+  CHECK(x.start_offsets() == y.start_offsets());
+  CHECK(x.start_hops() == y.start_hops());
+  CHECK(x.ready_offsets() == y.ready_offsets());
+  CHECK(x.ready_hops() == y.ready_hops());
+  CHECK(x.feed_offsets() == y.feed_offsets());
+  CHECK(x.feeds() == y.feeds());
 }
 
 struct Outcome {
@@ -179,6 +219,48 @@ TEST_CASE("a shape built from tokens moves exactly the bytes of a payload of tho
                                              [&ctx, &done](int g) { done[g] = ctx.now_ps(); }, kernel);
         });
         CHECK(again.done == from_shape.done);
+      }
+    }
+  }
+}
+
+TEST_CASE("a payload listed as pairs builds the shape of its matrices") {
+  // The hand-worked dispatch above, listed: the same three hops.
+  {
+    const HardwareSpec hw = rail_hardware(2, 2);
+    const SimContext ctx(hw, test::simple_model(), 4);
+    ExchangePayload p;
+    p.per_node = true;
+    p.pairs = {{0, 2, 10}, {0, 3, 20}, {1, 0, 5}};
+    p.node_pairs = {{0, 1, 25}};
+    const ExchangeShape shape(ctx.topology(), p, CommEngine::sms);
+    REQUIRE(shape.hops().size() == 3);
+    CHECK((shape.hops()[0].from == 1 && shape.hops()[0].to == 0));
+    CHECK((shape.hops()[1].from == 2 && shape.hops()[1].to == 3 && shape.hops()[1].inputs == 1));
+    CHECK((shape.hops()[2].from == 0 && shape.hops()[2].to == 2 && shape.hops()[2].internode));
+    CHECK(shape.terms() == std::vector<double>{5, 20, 25});
+  }
+  // Random dispatches and combines, dense and sparse, forwarded by node or not, on both engines.
+  for (const int per_node : {2, 4, 8}) {
+    for (const bool to_sources : {false, true}) {
+      for (const bool sparse : {false, true}) {
+        for (const bool by_node : {false, true}) {
+          for (const CommEngine engine : {CommEngine::sms, CommEngine::copy_engine}) {
+            CAPTURE(per_node);
+            CAPTURE(to_sources);
+            CAPTURE(sparse);
+            CAPTURE(by_node);
+            const HardwareSpec hw = rail_hardware(4, per_node);
+            const int n = 4 * per_node;
+            ExchangePayload matrices = random_tokens(n, per_node, to_sources, 2463534242ull + static_cast<std::uint64_t>(n), sparse);
+            if (!by_node) matrices.node_bytes.clear();
+            const SimContext ctx(hw, test::simple_model(), n);
+            const ExchangeShape from_matrices(ctx.topology(), matrices, engine);
+            const ExchangeShape from_lists(ctx.topology(), listed(matrices), engine);
+            CHECK(!from_matrices.hops().empty());
+            check_same_shape(from_matrices, from_lists);
+          }
+        }
       }
     }
   }
