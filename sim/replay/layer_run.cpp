@@ -240,6 +240,13 @@ void LayerRun::add_comm_ops(PassState& p, Pass which) {
     events += op.collective->timeline_events();
     widest = std::max(widest, op.collective->timeline_events());
   }
+  // A forward's prefetch runs beside its dispatch: its messages besides, its flows in flight with
+  // theirs (LAER-MoE's parameter all-gather: two million transfers at EP 1,024, and the room grown
+  // by doubling instead was a fifth of that layer's time in the kernel's clearing of pages).
+  if (fwd && prefetch_ != nullptr) {
+    events += prefetch_->timeline_events();
+    widest += prefetch_->timeline_events();
+  }
   // The backward's exchanges mirror the forward's: room for both at once, so that the backward does not
   // move the forward's events to a larger block.
   ctx_.reserve_timeline(fwd && backward_ ? 2 * events : events);
@@ -382,6 +389,7 @@ void LayerRun::launch_forward() {
   const PlannerCost& planner = plan_.planner;
   const bool overlapped = planner.site == PlannerSite::host_cpu && planner.start == PlannerStart::after_dispatch;
   std::fill(planner_ready_.begin(), planner_ready_.end(), !overlapped);
+  make_prefetch();  // before the forward's exchanges, which make room for its messages and flows
   add_comm_ops(fwd_, Pass::forward);
   fwd_.open = n_ + static_cast<int>(graph_.tasks.size() + graph_.ce_legs.size());
   task_started_.assign(graph_.tasks.size(), false);
@@ -389,7 +397,7 @@ void LayerRun::launch_forward() {
   fwd_order_.assign(n_, {});
   shared_expert_kernels(Pass::forward, 1);
   // Weights that leave at the layer's start are the first copies on their Copy Engines.
-  send_ce_weights(true, -1);
+  send_start_ce_weights();
   if (!overlapped)
     for (int node = 0; node < ctx_.topology().num_nodes(); ++node) planner_done(node);
   start_prefetch();
@@ -399,33 +407,62 @@ void LayerRun::launch_forward() {
   }
 }
 
-void LayerRun::send_ce_weights(bool at_layer_start, int node) {
-  for (const Transfer& t : plan_.transfers) {
-    if (t.pass != PassKind::forward || t.carrier != Carrier::copy_engine || t.bytes <= 0) continue;
-    if ((t.start != TransferStart::after_dispatch) != at_layer_start) continue;
-    if (node >= 0 && ctx_.topology().node_of(t.src_gpu) != node) continue;
-    const int task = graph_.task_of_instance[t.instance];
-    ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::forward,
-                 "weights e" + std::to_string(plan_.instances[t.instance].expert), [this, task] {
-                   --ce_weights_pending_[task];
-                   pump_forward_compute(graph_.tasks[task].gpu);
-                 });
-    result_.weight_bytes += static_cast<double>(t.bytes);
+void LayerRun::send_start_ce_weights() {
+  // The copies that leave at the layer's start go now; the others are listed by their source's node,
+  // for the planner's end there (a pass over every transfer at each of 128 nodes' ends was 4% of
+  // LAER-MoE's EP 1,024 layer: two million all-gather transfers, no copy among them).
+  const auto copied_weights = [](const Transfer& t) {
+    return t.pass == PassKind::forward && t.carrier == Carrier::copy_engine && t.bytes > 0;
+  };
+  const Topology& topo = ctx_.topology();
+  const std::size_t nodes = static_cast<std::size_t>(topo.num_nodes());
+  planned_ce_offsets_.assign(nodes + 1, 0);
+  for (const Transfer& t : plan_.transfers)
+    if (copied_weights(t) && t.start == TransferStart::after_dispatch)
+      ++planned_ce_offsets_[static_cast<std::size_t>(topo.node_of(t.src_gpu)) + 1];
+  for (std::size_t m = 0; m < nodes; ++m) planned_ce_offsets_[m + 1] += planned_ce_offsets_[m];
+  planned_ce_.resize(static_cast<std::size_t>(planned_ce_offsets_[nodes]));
+  std::vector<int> fill(planned_ce_offsets_.begin(), planned_ce_offsets_.end() - 1);
+  for (std::size_t i = 0; i < plan_.transfers.size(); ++i) {
+    const Transfer& t = plan_.transfers[i];
+    if (!copied_weights(t)) continue;
+    if (t.start != TransferStart::after_dispatch) send_ce_weight(t);
+    else planned_ce_[static_cast<std::size_t>(fill[static_cast<std::size_t>(topo.node_of(t.src_gpu))]++)] = static_cast<int>(i);
   }
 }
 
-void LayerRun::start_prefetch() {
-  auto bytes = ep_transfer_bytes(plan_, n_, PassKind::forward, TransferStart::prefetch);
-  prefetch_in_.assign(n_, true);
+void LayerRun::send_planned_ce_weights(int node) {
+  const std::size_t m = static_cast<std::size_t>(node);
+  for (int at = planned_ce_offsets_[m]; at < planned_ce_offsets_[m + 1]; ++at)
+    send_ce_weight(plan_.transfers[static_cast<std::size_t>(planned_ce_[static_cast<std::size_t>(at)])]);
+}
+
+void LayerRun::send_ce_weight(const Transfer& t) {
+  const int task = graph_.task_of_instance[t.instance];
+  ctx_.ce_copy(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), Pass::forward,
+               "weights e" + std::to_string(plan_.instances[t.instance].expert), [this, task] {
+                 --ce_weights_pending_[task];
+                 pump_forward_compute(graph_.tasks[task].gpu);
+               });
+  result_.weight_bytes += static_cast<double>(t.bytes);
+}
+
+void LayerRun::make_prefetch() {
+  const auto bytes = ep_transfer_bytes(plan_, n_, PassKind::forward, TransferStart::prefetch);
   if (!any_bytes(bytes)) return;
-  // Its own kernel on every GPU, beside the dispatch's: each GPU's part must end before the pass does.
-  prefetch_in_.assign(n_, false);
-  fwd_.open += n_;
   prefetch_ = std::make_unique<AllToAllV>(ctx_, "weights prefetch", Pass::forward, bytes, [this](int g) {
     prefetch_in_[g] = true;
     pump_forward_compute(g);
     close(Pass::forward);
   });
+}
+
+void LayerRun::start_prefetch() {
+  prefetch_in_.assign(n_, true);
+  if (prefetch_ == nullptr) return;
+  // Its own kernel on every GPU, beside the dispatch's: each GPU's part must end before the pass does.
+  prefetch_in_.assign(n_, false);
+  fwd_.open += n_;
   result_.weight_bytes += prefetch_->total_bytes();
   for (int g = 0; g < n_; ++g) prefetch_->start(g);
 }
@@ -433,7 +470,7 @@ void LayerRun::start_prefetch() {
 void LayerRun::planner_done(int node) {
   planner_ready_[node] = true;
   // Weights first: the Copy Engine is FIFO, and a dynamic GEMM needs both its weights and its tokens.
-  send_ce_weights(false, node);
+  send_planned_ce_weights(node);
   const int first = node * ctx_.topology().gpus_per_node();
   const int last = std::min(n_, first + ctx_.topology().gpus_per_node());
   for (int g = first; g < last; ++g) maybe_start_ce_legs(Pass::forward, g);

@@ -103,9 +103,15 @@ class LayerRun {
 
   void start_forward();
   void launch_forward();
-  /// The forward's Copy Engine weight copies from GPUs of `node` (-1: all) that leave at the layer's
-  /// start (before_dispatch, prefetch) or, with `at_layer_start` false, once the planner is done.
-  void send_ce_weights(bool at_layer_start, int node);
+  /// The forward's Copy Engine weight copies that leave at the layer's start (before_dispatch,
+  /// prefetch), in plan order; the others (after_dispatch) are listed by their source's node for
+  /// send_planned_ce_weights, which sends a node's once its planner is done.
+  void send_start_ce_weights();
+  void send_planned_ce_weights(int node);
+  void send_ce_weight(const Transfer& t);
+  /// The EP weight prefetch's collective, if the plan has one (built before the forward's exchanges,
+  /// started with them).
+  void make_prefetch();
   void start_prefetch();
   void planner_done(int node);
   void maybe_start_ce_legs(Pass which, int from);
@@ -143,6 +149,9 @@ class LayerRun {
   /// ce_grads_[ce_grad_offsets_[i] .. ce_grad_offsets_[i + 1]), in plan order. Looked up among all
   /// the transfers at each weight-gradient GEMM's end, they were a sixth of FasterMoE's EP 1,024 layer.
   std::vector<int> ce_grad_offsets_, ce_grads_;
+  /// Per node, the forward's after_dispatch Copy Engine weight copies from its GPUs, in plan order:
+  /// planned_ce_[planned_ce_offsets_[m] .. planned_ce_offsets_[m + 1]).
+  std::vector<int> planned_ce_offsets_, planned_ce_;
   std::unique_ptr<AllToAllV> prefetch_;      ///< the EP weight prefetch, if the plan has one
   std::vector<bool> prefetch_in_;            ///< per GPU: its part of the prefetch done
   std::vector<bool> task_started_;           ///< per task: its forward kernel was submitted
