@@ -65,12 +65,21 @@ void ExchangeShape::add_hops(const Topology& topology, const ExchangePayload& pa
     terms_.push_back(amount);
     add(from, to, terms_.size(), origins, origin_count, true, -1, node, rdma_source);
   };
-  // A listed payload has at most a hop per pair and per node amount; a matrix's hops are guessed
-  // (each reserved block of 2 MB or more takes at least one huge page once touched: a guess of a full
-  // exchange's hops for each of a sparse exchange's stages held FasterMoE's EP 1,024 layer at 2 GB).
-  const std::size_t expected =
-      listed ? payload.pairs.size() + payload.node_pairs.size()
-             : static_cast<std::size_t>(n) * static_cast<std::size_t>(by_node ? 2 * per_node + topology.num_nodes() : std::min(n, 64));
+  // A listed payload has at most a hop per pair and per node amount, and a matrix without node
+  // traffic a hop per pair that moves, counted first (LAER-MoE's parameter all-gather is a million
+  // pairs at EP 1,024, whose columns grew by doubling from a guess of 64 a GPU). A matrix with node
+  // traffic is guessed at a full exchange's hops. (Each reserved block of 2 MB or more takes at least
+  // one huge page once touched: that guess for each of a sparse exchange's stages held FasterMoE's
+  // EP 1,024 layer at 2 GB, before its stages were listed.)
+  std::size_t expected = 0;
+  if (listed) {
+    expected = payload.pairs.size() + payload.node_pairs.size();
+  } else if (by_node) {
+    expected = static_cast<std::size_t>(n) * static_cast<std::size_t>(2 * per_node + topology.num_nodes());
+  } else {
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) expected += a != b && payload.gpu_bytes[a][b] > 0 ? 1 : 0;
+  }
   hops_.reserve(expected);
   for (std::vector<int>* column : {&specs.after_ready, &specs.node, &specs.rdma_source}) column->reserve(expected);
   specs.wait_offsets.reserve(expected + 1);
