@@ -85,6 +85,12 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
     }
   }
 
+  // A route per (source, expert) with tokens, counted first: grown by doubling, the routes were a
+  // third of plan()'s time at EP 64, in the stores to fresh memory.
+  std::size_t routes = 0;
+  for (int s = 0; s < n; ++s)
+    for (int e = 0; e < experts; ++e) routes += record.count(s, e, experts) != 0 ? 1 : 0;
+  plan.routes.reserve(routes);
   for (int s = 0; s < n; ++s) {
     for (int e = 0; e < experts; ++e) {
       const std::int64_t c = record.count(s, e, experts);

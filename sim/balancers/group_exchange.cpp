@@ -13,7 +13,9 @@ GroupExchange::GroupExchange(int num_gpus, int group_size)
 
 int GroupExchange::stage(int src, int dst) const {
   assert(src >= 0 && src < num_gpus_ && dst >= 0 && dst < num_gpus_);
-  return ((group_of(dst) - group_of(src)) % num_groups_ + num_groups_) % num_groups_;
+  // Both groups are in [0, n_g), so their difference is above -n_g: one wrap at most.
+  const int step = group_of(dst) - group_of(src);
+  return step < 0 ? step + num_groups_ : step;
 }
 
 }  // namespace epsim

@@ -6,6 +6,7 @@
 // of LAER-MoE's planner figure (scripts_ae/planner.py: 32 experts, C_e = 1, counts uniform in
 // [0, 1000), 64 devices: 0.49 ms in the paper's artifact). BM_PlannerMicroMoeSolve is MicroMoE's
 // schedule alone, flow solver (0) against the GLPK LP (1).
+// BM_PlannerFasterMoe reads the H100 preset's GEMM curve, which its shadowing policy prices.
 // Each planner's row shows the mean time of a call and, as the counter min_us, the fewest.
 //   build/tests/epsim_bench --benchmark_filter=BM_Planner --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
@@ -15,15 +16,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sim/balancers/cannot_serve.hpp"
 #include "sim/balancers/deepseek_eplb.hpp"
+#include "sim/balancers/fastermoe.hpp"
 #include "sim/balancers/feplb.hpp"
 #include "sim/balancers/laer_moe.hpp"
 #include "sim/balancers/micromoe.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/ultraep.hpp"
+#include "sim/config/loaders.hpp"
 
 namespace {
 
@@ -51,11 +55,11 @@ HardwareSpec h100_like(int ranks) {
 /// included, as in the mean): on a machine shared with other work the mean moves with the load, the
 /// fewest much less, so it is the figure to compare between builds.
 template <typename B>
-void time_plan(benchmark::State& state, B& balancer, int warm_calls) {
+void time_plan(benchmark::State& state, B& balancer, int warm_calls, const HardwareSpec* hardware = nullptr) {
   const int ranks = static_cast<int>(state.range(0));
   const TraceRecord record = glm5_like_counts(ranks);
   const ModelSpec model = glm5_like_model();
-  const HardwareSpec hw = h100_like(ranks);
+  const HardwareSpec hw = hardware != nullptr ? *hardware : h100_like(ranks);
   const BalancerContext context{ranks, kGpusPerNode, Placement::contiguous, &model, &hw};
   try {
     for (int k = 0; k < warm_calls; ++k) benchmark::DoNotOptimize(balancer.plan(record, context));
@@ -106,6 +110,14 @@ void BM_PlannerDeepseekEplb(benchmark::State& state) {
 void BM_PlannerFeplb(benchmark::State& state) {
   Feplb feplb(FeplbParams{});
   time_plan(state, feplb, 0);
+}
+
+void BM_PlannerFasterMoe(benchmark::State& state) {
+  // Its shadowing policy prices each expert's GEMM, so it reads the H100 preset's GEMM curve.
+  HardwareSpec hw = load_hardware(std::string(EPSIM_SOURCE_DIR) + "/models/h100-sxm-8.yaml");
+  hw.nodes = (static_cast<int>(state.range(0)) + hw.gpus_per_node - 1) / hw.gpus_per_node;
+  FasterMoe fastermoe(FasterMoeOptions{});  // the paper's shadowing policy, groups of 4
+  time_plan(state, fastermoe, 0, &hw);
 }
 
 /// LAER-MoE's layout search alone on the counts summed over its window (5 copies of the record).
@@ -169,6 +181,7 @@ BENCHMARK(BM_PlannerMicroMoeSolve)->ArgsProduct({{8, 16, 32, 64}, {0, 1}});
 BENCHMARK(BM_PlannerUltraEp) EPSIM_EP_DEGREES;
 BENCHMARK(BM_PlannerDeepseekEplb) EPSIM_EP_DEGREES;
 BENCHMARK(BM_PlannerFeplb) EPSIM_EP_DEGREES;
+BENCHMARK(BM_PlannerFasterMoe) EPSIM_EP_DEGREES;
 #undef EPSIM_EP_DEGREES
 
 }  // namespace
