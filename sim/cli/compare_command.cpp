@@ -2,6 +2,10 @@
 // one summary row per replay (comparison.csv) and a Markdown table (comparison.md, also printed on
 // stdout). Format and columns: docs/compare.md.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <string>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
@@ -21,6 +25,7 @@
 #include "sim/report/comparison_exact_check.hpp"
 #include "sim/report/comparison_table.hpp"
 #include "sim/report/output_folder.hpp"
+#include "sim/sweep/work_pool.hpp"
 
 namespace po = boost::program_options;
 
@@ -82,6 +87,50 @@ std::string markdown_document(const ComparisonSpec& spec, const std::vector<Comp
   return out.str();
 }
 
+/// One replay of a comparison and what it gave.
+struct CompareJob {
+  const ComparisonCase* c = nullptr;
+  int ep = 0;
+  const ComparisonBalancer* b = nullptr;
+  ComparisonRow row;
+  bool served = true;
+  std::string unserved;             ///< why not, when the balancer cannot serve the case
+  std::size_t records = 0;
+  BandwidthSharing sharing = BandwidthSharing::exact;
+  std::optional<ExactCheck> check;  ///< its records under exact, when its sharing is not
+  std::exception_ptr error;
+
+  ComparisonKey key() const { return ComparisonKey{c->name, ep, b->label, b->choice.name}; }
+};
+
+/// Replays job's case at its EP degree under its balancer on `threads` threads; with `check_records`
+/// > 0 and a fast sharing, its first records again under exact.
+void run_compare_job(const ComparisonSpec& spec, CompareJob& job, std::size_t check_records, unsigned threads) {
+  job.sharing = sharing_for(spec.hardware.engine, job.ep);
+  const ExperimentSpec experiment = spec.experiment(*job.c, job.ep, *job.b);
+  ComparisonAccumulator acc;
+  // The records to check are kept while the replay runs, then simulated again under exact.
+  if (check_records > 0 && job.sharing != BandwidthSharing::exact) job.check.emplace(check_records);
+  try {
+    replay(experiment, [&](const LayerOutcome& o) {
+      acc.add(o.metrics);
+      if (job.check) job.check->add_run(o.metrics, o.result);
+    }, threads);
+  } catch (const BalancerCannotServe& e) {
+    // One balancer that cannot serve this case and EP degree does not stop the comparison.
+    job.served = false;
+    job.unserved = e.what();
+    job.row = unserved_row(job.key(), e.what());
+    job.check.reset();
+    return;
+  }
+  if (acc.records() == 0)
+    throw InputError(job.c->trace_path, "", "case '" + job.c->name + "': the trace has no records to replay");
+  job.records = acc.records();
+  job.row = acc.row(job.key());
+  if (job.check) job.check->run_exact(experiment, threads);
+}
+
 }  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
@@ -98,7 +147,8 @@ int compare_command(const std::vector<std::string>& args) {
       ("max-records", po::value(&max_records)->notifier(require_non_negative("--max-records")),
        "replay at most N records per replay (0 = all; default: the file's)")
       ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
-       "records simulated at once (0 = every core; 1 = one after another; default 0); outputs do not depend on it")
+       "threads (0 = every core; 1 = one replay and one record after another; default 0): up to N replays side "
+       "by side, each simulating its records on its share; outputs do not depend on it")
       ("check-exact", po::value(&check_exact)->notifier(require_non_negative("--check-exact")),
        "simulate each replay's first N records again under exact bandwidth sharing and report how far the fast "
        "sharing is from it, and whether the balancers keep their order (comparison.md, exact_check.csv); exact "
@@ -116,45 +166,55 @@ int compare_command(const std::vector<std::string>& args) {
   OutputFolder folder(spec.output_dir, overwrite);
   const unsigned replay_threads =
       threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<ComparisonRow> rows;
   std::optional<ComparisonExactCheck> check;
   if (check_exact > 0) check.emplace(static_cast<std::size_t>(check_exact));
-  for (const ComparisonCase& c : spec.cases) {
-    for (const int ep : spec.ep_degrees) {
-      const BandwidthSharing sharing = sharing_for(spec.hardware.engine, ep);
+  // One job per replay (case, EP degree, balancer), in the table's order. Replays run side by side
+  // when there are threads to spare: a replay of one wide record (a what-if at EP 1,024) has no
+  // records to share among threads, where eight balancers' replays have eight. Each of R replays at
+  // once gets threads / R threads for its records. The rows, the check and the first error come
+  // out in the table's order whatever ran first, so the outputs do not depend on the threads.
+  std::vector<CompareJob> jobs;
+  for (const ComparisonCase& c : spec.cases)
+    for (const int ep : spec.ep_degrees)
       for (const ComparisonBalancer& b : spec.balancers) {
-        ComparisonAccumulator acc;
-        const ComparisonKey key{c.name, ep, b.label, b.choice.name};
-        // The records to check are kept while the replay runs, then simulated again under exact.
-        std::optional<ExactCheck> replay_check;
-        if (check && sharing != BandwidthSharing::exact) replay_check.emplace(check->wanted());
-        try {
-          replay(spec.experiment(c, ep, b), [&](const LayerOutcome& o) {
-            acc.add(o.metrics);
-            if (replay_check) replay_check->add_run(o.metrics, o.result);
-          }, replay_threads);
-        } catch (const BalancerCannotServe& e) {
-          // One balancer that cannot serve this case and EP degree does not stop the comparison.
-          std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": n/a: " << e.what() << "\n";
-          rows.push_back(unserved_row(key, e.what()));
-          continue;
-        }
-        if (acc.records() == 0)
-          throw InputError(c.trace_path, "", "case '" + c.name + "': the trace has no records to replay");
-        rows.push_back(acc.row(key));
-        if (!quiet)
-          std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": " << acc.records()
-                    << " records\n";
-        if (check && !replay_check) check->add_exact_replay(ep);
-        if (replay_check) {
-          replay_check->run_exact(spec.experiment(c, ep, b), replay_threads);
-          if (!quiet)
-            std::cerr << "epsim compare: " << c.name << " EP " << ep << " " << b.label << ": "
-                      << replay_check->checked() << " checked against exact\n";
-          check->add(key, sharing, std::move(*replay_check));
-        }
+        CompareJob job;
+        job.c = &c;
+        job.ep = ep;
+        job.b = &b;
+        jobs.push_back(std::move(job));
       }
+  const unsigned side_by_side = static_cast<unsigned>(std::min<std::size_t>(replay_threads, jobs.size()));
+  const unsigned threads_each = std::max(1u, replay_threads / std::max(1u, side_by_side));
+  std::mutex progress_lock;
+  std::atomic<bool> failed{false};
+  run_jobs(jobs.size(), side_by_side, [&](std::size_t i) {
+    CompareJob& job = jobs[i];
+    try {
+      run_compare_job(spec, job, check ? check->wanted() : 0, threads_each);
+    } catch (...) {
+      job.error = std::current_exception();
+      failed.store(true);
+      return;
     }
+    if (quiet && job.served) return;
+    const std::lock_guard<std::mutex> hold(progress_lock);
+    const std::string where = "epsim compare: " + job.c->name + " EP " + std::to_string(job.ep) + " " + job.b->label + ": ";
+    if (!job.served) {
+      std::cerr << where << "n/a: " << job.unserved << "\n";
+      return;
+    }
+    std::cerr << where << job.records << " records\n";
+    if (job.check) std::cerr << where << job.check->checked() << " checked against exact\n";
+  }, [&] { return !failed.load(); });
+  // Jobs are taken in order, so every job before a failed one ran: the first error in the table's
+  // order is the one a run on one thread meets first.
+  std::vector<ComparisonRow> rows;
+  for (CompareJob& job : jobs) {
+    if (job.error) std::rethrow_exception(job.error);
+    rows.push_back(std::move(job.row));
+    if (!check || !job.served) continue;
+    if (job.check) check->add(job.key(), job.sharing, std::move(*job.check));
+    else check->add_exact_replay(job.ep);
   }
   apply_reductions(rows, spec.baseline);
 

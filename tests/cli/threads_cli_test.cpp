@@ -1,5 +1,6 @@
 // `epsim run` and `epsim compare` with --threads: the same output files, byte for byte, for 1, 2 and 3
-// threads, and the same error (with no output) when a record in the middle of the trace fails.
+// threads (a comparison's replays then run side by side), and the same error (with no output) when a
+// record in the middle of a trace fails.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -58,6 +59,33 @@ long column_sum(const std::string& csv, const std::string& column) {
     sum += std::stol(cell);
   }
   return sum;
+}
+
+/// Writes dir/bad.eptrace, the bundled sample with record 8's checksum broken, and returns the error
+/// that names it. The sample's records are 20 + 4 x 16 x 128 + 8 = 8,220 bytes after a header;
+/// flipping a byte in the middle of the file breaks record 8 (records 0-7 replay first).
+std::string write_corrupt_sample(const fs::path& dir) {
+  std::string bytes = read_file(source_dir() / "traces/samples/glm5-128e-ep16.eptrace");
+  const std::size_t header = bytes.size() - 20 - 16 * 8220;
+  bytes[header + 8 * 8220 + 100] ^= 0x5a;
+  write_file(dir / "bad.eptrace", bytes);
+  return "bad.eptrace:record 8 at byte " + std::to_string(header + 8 * 8220) + ": checksum mismatch";
+}
+
+/// Runs `command --threads N` for N = 1, 2, 3 in `dir`: each exits 2 with the same error, which
+/// holds `expected`, and leaves no output folder (dir/out) and nothing half-written.
+void check_same_error_for_thread_counts(const fs::path& dir, const std::string& command, const std::string& expected) {
+  std::string first_err;
+  for (const int threads : {1, 2, 3}) {
+    const CliResult r = run_epsim(command + " --threads " + std::to_string(threads), dir);
+    INFO("threads " << threads << ": " << r.err);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(expected) != std::string::npos);
+    if (threads == 1) first_err = r.err;
+    CHECK(r.err == first_err);
+    CHECK_FALSE(fs::exists(dir / "out"));
+    CHECK(leftovers(dir).empty());
+  }
 }
 
 }  // namespace
@@ -119,39 +147,53 @@ TEST_CASE("epsim compare --threads 1, 2, 3: the same table") {
              "  - name: static_ep\n"
              "  - name: deepseek_eplb\n"
              "    params: {window: 2, period: 2}\n"
+             "  - name: deepseek_eplb\n"
+             "    label: eplb-3-groups\n"
+             "    params: {num_groups: 3}\n"
              "output: out\n"
              "max_records: 10\n");
+  // With 2 or 3 threads the six replays run side by side, and the rows still come in the file's order.
   check_same_for_thread_counts(dir, "compare cmp.yaml", {"comparison.csv", "comparison.md"});
   const std::string csv = read_file(dir / "out1/comparison.csv");
-  CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);  // header + 2 EP degrees x 2 balancers
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 7);  // header + 2 EP degrees x 3 balancers
+  // 3 groups do not divide the 128 experts: that balancer's rows say so, at both degrees.
+  CHECK(csv.find("must divide the 128 experts") != std::string::npos);
+}
+
+TEST_CASE("epsim compare: a corrupt trace in a later case is the same error for every thread count, with no output") {
+  const fs::path dir = scratch_dir("threads_compare_corrupt");
+  const std::string error = write_corrupt_sample(dir);
+  const fs::path src = source_dir();
+  write_file(dir / "cmp.yaml",
+             "kind: comparison\n"
+             "name: corrupt\n"
+             "hardware: " + (src / "models/h100-sxm-8.yaml").string() + "\n"
+             "cases:\n"
+             "  - name: sample\n"
+             "    trace: " + (src / "traces/samples/glm5-128e-ep16.eptrace").string() + "\n"
+             "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+             "  - name: bad\n"
+             "    trace: bad.eptrace\n"
+             "    model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
+             "ep_degrees: [8, 16]\n"
+             "balancers:\n"
+             "  - name: static_ep\n"
+             "  - name: ultraep\n"
+             "output: out\n"
+             "max_records: 10\n");
+  check_same_error_for_thread_counts(dir, "compare cmp.yaml -q", error);
 }
 
 TEST_CASE("epsim run: a corrupt record in the middle is the same error for every thread count, with no output") {
   const fs::path dir = scratch_dir("threads_run_corrupt");
-  // The sample's records are 20 + 4 x 16 x 128 + 8 = 8,220 bytes after a header; flipping a byte in
-  // the middle of the file breaks record 8's checksum (records 0-7 replay first).
-  std::string bytes = read_file(source_dir() / "traces/samples/glm5-128e-ep16.eptrace");
-  const std::size_t header = bytes.size() - 20 - 16 * 8220;
-  bytes[header + 8 * 8220 + 100] ^= 0x5a;
-  write_file(dir / "bad.eptrace", bytes);
+  const std::string error = write_corrupt_sample(dir);
   const fs::path src = source_dir();
   write_file(dir / "exp.yaml",
              "kind: experiment\nname: bad\ntrace: bad.eptrace\n"
              "model: " + (src / "models/glm5-like-128.yaml").string() + "\n"
              "hardware: " + (src / "models/h100-sxm-8.yaml").string() + "\n"
              "ep_degree: 16\nbalancer:\n  name: static_ep\noutput: out\nseed: 1\n");
-  std::string first_err;
-  for (const int threads : {1, 2, 3}) {
-    const CliResult r = run_epsim("run exp.yaml --threads " + std::to_string(threads), dir);
-    INFO("threads " << threads << ": " << r.err);
-    CHECK(r.status == 2);
-    CHECK(r.err.find("bad.eptrace:record 8 at byte " + std::to_string(header + 8 * 8220) + ": checksum mismatch") !=
-          std::string::npos);
-    if (threads == 1) first_err = r.err;
-    CHECK(r.err == first_err);
-    CHECK_FALSE(fs::exists(dir / "out"));
-    CHECK(leftovers(dir).empty());
-  }
+  check_same_error_for_thread_counts(dir, "run exp.yaml", error);
 }
 
 TEST_CASE("epsim run --threads rejects a negative count") {
