@@ -111,7 +111,10 @@ int run_command(const std::vector<std::string>& args) {
     }
     metrics_csv << spec.balancer.name << "," << join(layer_metric_values(o.metrics)) << "\n";
     write_gpu_rows(gpus_csv, o, spec.hardware.gpus_per_node);
-    if (plans) *plans << plan_to_json(o.plan).dump() << "\n";
+    if (plans) {
+      write_plan_json(*plans, o.plan);
+      *plans << "\n";
+    }
     // Each layer is at most kMaxTime_ps long, so the drawing stops before the offsets could overflow.
     if (drawn < static_cast<std::size_t>(spec.timeline_records) &&
         timeline_offset_ps <= kMaxTime_ps - o.result.layer_ps() - 10 * kPsPerUs) {

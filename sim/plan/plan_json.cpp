@@ -1,6 +1,11 @@
 #include "sim/plan/plan_json.hpp"
 
+#include <charconv>
+#include <cstdint>
 #include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
 
 #include "sim/core/input_error.hpp"
 #include "sim/core/json_input.hpp"
@@ -114,6 +119,143 @@ nlohmann::json plan_to_json(const Plan& plan) {
                   {"start", kStarts[static_cast<int>(plan.planner.start)]},
                   {"d2h_bytes", plan.planner.d2h_bytes}};
   return j;
+}
+
+namespace {
+
+/// JSON text written through a buffer, in dump()'s form: no spaces, integers in decimal.
+class JsonText {
+ public:
+  /// The text reaches `out` as the buffer fills and at flush(), which the writer calls at its end:
+  /// not from a destructor, since a stream that fails throws (OutputFolder's files do).
+  explicit JsonText(std::ostream& out) : out_(out) { buffer_.reserve(kFlush_bytes + 256); }
+  JsonText(const JsonText&) = delete;
+  JsonText& operator=(const JsonText&) = delete;
+
+  JsonText& raw(const char* text) {
+    buffer_.append(text);
+    return spill();
+  }
+  JsonText& raw(char c) {
+    buffer_.push_back(c);
+    return spill();
+  }
+  JsonText& number(std::int64_t value) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+    buffer_.append(digits, end);
+    return spill();
+  }
+  JsonText& boolean(bool value) { return raw(value ? "true" : "false"); }
+  /// A key with its colon: `"name":`.
+  JsonText& key(const char* name) {
+    buffer_.push_back('"');
+    buffer_.append(name);
+    return raw("\":");
+  }
+  /// A string the enum tables hold (letters and underscores: nothing to escape).
+  JsonText& name(const char* text) {
+    buffer_.push_back('"');
+    buffer_.append(text);
+    return raw('"');
+  }
+  void flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kFlush_bytes = 1 << 16;
+  JsonText& spill() {
+    if (buffer_.size() >= kFlush_bytes) flush();
+    return *this;
+  }
+  std::ostream& out_;
+  std::string buffer_;
+};
+
+void write_instances(JsonText& t, const std::vector<int>& instances) {
+  t.raw('[');
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    if (i > 0) t.raw(',');
+    t.number(instances[i]);
+  }
+  t.raw(']');
+}
+
+}  // namespace
+
+void write_plan_json(std::ostream& out, const Plan& plan) {
+  // plan_to_json's members in the order dump() writes them, its object keys sorted.
+  JsonText t(out);
+  t.raw('{').key("balancer").raw(nlohmann::json(plan.balancer).dump().c_str());
+  t.raw(',').key("exchange_stages").number(plan.exchange_stages);
+  t.raw(',').key("gemm_order").raw('[');
+  for (std::size_t g = 0; g < plan.gemm_order.size(); ++g) {
+    if (g > 0) t.raw(',');
+    t.raw('[');
+    const std::vector<GemmGroup>& groups = plan.gemm_order[g];
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const GemmGroup& group = groups[k];
+      if (k > 0) t.raw(',');
+      if (!group.on_arrival && !group.after_planner && !group.backward_first) {
+        write_instances(t, group.instances);
+        continue;
+      }
+      t.raw('{').key("after_planner").boolean(group.after_planner);
+      if (group.backward_first) t.raw(',').key("backward_first").boolean(true);
+      t.raw(',').key("instances");
+      write_instances(t, group.instances);
+      t.raw(',').key("on_arrival").boolean(group.on_arrival).raw('}');
+    }
+    t.raw(']');
+  }
+  t.raw(']');
+  t.raw(',').key("instances").raw('[');
+  for (std::size_t i = 0; i < plan.instances.size(); ++i) {
+    const ExpertInstance& inst = plan.instances[i];
+    if (i > 0) t.raw(',');
+    t.raw('{').key("expert").number(inst.expert);
+    t.raw(',').key("gpu").number(inst.gpu);
+    t.raw(',').key("kind").name(kKinds[static_cast<int>(inst.kind)]).raw('}');
+  }
+  t.raw(']');
+  t.raw(',').key("layer").number(plan.layer);
+  t.raw(',').key("micro_batch").number(plan.micro_batch);
+  t.raw(',').key("num_gpus").number(plan.num_gpus);
+  t.raw(',').key("planner").raw('{').key("d2h_bytes").number(plan.planner.d2h_bytes);
+  t.raw(',').key("duration_ps").number(plan.planner.duration_ps);
+  t.raw(',').key("site").name(kSites[static_cast<int>(plan.planner.site)]);
+  t.raw(',').key("start").name(kStarts[static_cast<int>(plan.planner.start)]).raw('}');
+  t.raw(',').key("routes").raw('[');
+  for (std::size_t i = 0; i < plan.routes.size(); ++i) {
+    const TokenRoute& r = plan.routes[i];
+    if (i > 0) t.raw(',');
+    t.raw('{').key("carrier").name(kCarriers[static_cast<int>(r.carrier)]);
+    t.raw(',').key("instance").number(r.instance);
+    t.raw(',').key("src_rank").number(r.src_rank);
+    t.raw(',').key("stage").number(r.stage);
+    t.raw(',').key("tokens").number(r.tokens);
+    t.raw(',').key("via_gpu").number(r.via_gpu).raw('}');
+  }
+  t.raw(']');
+  t.raw(',').key("step").number(plan.step);
+  t.raw(',').key("transfers").raw('[');
+  for (std::size_t i = 0; i < plan.transfers.size(); ++i) {
+    const Transfer& x = plan.transfers[i];
+    if (i > 0) t.raw(',');
+    t.raw('{').key("bytes").number(x.bytes);
+    t.raw(',').key("carrier").name(kCarriers[static_cast<int>(x.carrier)]);
+    t.raw(',').key("dst_gpu").number(x.dst_gpu);
+    t.raw(',').key("instance").number(x.instance);
+    t.raw(',').key("kind").name(kTransferKinds[static_cast<int>(x.kind)]);
+    t.raw(',').key("pass").name(kPasses[static_cast<int>(x.pass)]);
+    t.raw(',').key("src_gpu").number(x.src_gpu);
+    t.raw(',').key("start").name(kTransferStarts[static_cast<int>(x.start)]).raw('}');
+  }
+  t.raw(']');
+  t.raw(',').key("version").number(plan.version).raw('}');
+  t.flush();
 }
 
 Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std::string& place) {

@@ -1,8 +1,9 @@
 // One Plan as JSON (sim/plan/plan_json.*: plan_from_json). A plan the reader accepts must be safe to
 // use (its token sums are what the engine and the hw runner compute first) and must survive a round
-// trip through plan_to_json unchanged.
+// trip through plan_to_json unchanged, and write_plan_json must write plan_to_json's text.
 #include <cstddef>
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string once = epsim::plan_to_json(plan).dump();
     const std::string twice = epsim::plan_to_json(epsim::plan_from_json(epsim::plan_to_json(plan), "again", "")).dump();
     if (once != twice) epsim::fuzz::fail("plan JSON round trip changed the plan:\n" + once + "\n" + twice);
+    // --write-plans writes the text straight, not through the document: the same bytes.
+    std::ostringstream straight;
+    epsim::write_plan_json(straight, plan);
+    if (straight.str() != once) epsim::fuzz::fail("write_plan_json differs from plan_to_json:\n" + straight.str() + "\n" + once);
   });
   return 0;
 }
