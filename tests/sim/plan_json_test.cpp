@@ -16,7 +16,10 @@
 
 using namespace epsim;
 
-TEST_CASE("a Plan survives JSON both ways, every field") {
+namespace {
+
+/// A plan with every field set, by hand.
+Plan every_field_plan() {
   Plan plan;
   plan.balancer = "hand";
   plan.step = 3;
@@ -32,7 +35,13 @@ TEST_CASE("a Plan survives JSON both ways, every field") {
                      TransferStart::after_dispatch}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   plan.planner = {PlannerSite::host_cpu, 3'000'000, PlannerStart::after_dispatch, 64};
+  return plan;
+}
 
+}  // namespace
+
+TEST_CASE("a Plan survives JSON both ways, every field") {
+  const Plan plan = every_field_plan();
   const Plan back = plan_from_json(plan_to_json(plan), "test", "");
   CHECK(plan_to_json(back) == plan_to_json(plan));
   CHECK(back.routes[1].via_gpu == 0);
@@ -195,21 +204,12 @@ std::string written(const Plan& plan) {
 TEST_CASE("a plan written straight to text is plan_to_json's dump, byte for byte") {
   // By hand: every kind of group (plain, marked, marked backward_first, a GPU without groups), a
   // negative via and stage, a name to escape.
-  Plan plan;
+  Plan plan = every_field_plan();
   plan.balancer = "hand \"quoted\" \\ name";
   plan.step = 4'000'000'000u;
-  plan.micro_batch = 2;
-  plan.layer = 7;
   plan.num_gpus = 3;
-  plan.exchange_stages = 2;
-  plan.instances = {{0, 0, InstanceKind::static_expert}, {0, 1, InstanceKind::dynamic_expert},
-                    {1, 1, InstanceKind::replica}};
-  plan.routes = {{0, 0, 5, Carrier::none, -1, 0}, {1, 1, 7, Carrier::copy_engine, 0, 1},
-                 {1, 2, 9, Carrier::none, -1, -1}};
-  plan.transfers = {{TransferKind::gradients, PassKind::backward, 1, 1, 0, 1234, Carrier::copy_engine,
-                     TransferStart::after_wgrad},
-                    {TransferKind::weights, PassKind::forward, 1, 0, 1, 9'000'000'000, Carrier::ep_backend,
-                     TransferStart::prefetch}};
+  plan.transfers.push_back({TransferKind::weights, PassKind::forward, 1, 0, 1, 9'000'000'000, Carrier::ep_backend,
+                            TransferStart::prefetch});
   GemmGroup marked{1, {1}};
   marked.on_arrival = true;
   GemmGroup first{1, {2}};
