@@ -35,6 +35,13 @@ struct ExchangePayload {
 
   ExchangePayload() = default;
   ExchangePayload(std::vector<std::vector<double>> gpu) : gpu_bytes(std::move(gpu)) {}  // NOLINT: a plain matrix is a payload
+
+  /// Appends a pair's amount to a list built in (from, to) order: a pair met again right after itself
+  /// adds to its amount, in the order met, as a matrix filled amount by amount would hold it.
+  static void append(std::vector<Pair>& pairs, int from, int to, double amount) {
+    if (!pairs.empty() && pairs.back().from == from && pairs.back().to == to) pairs.back().amount += amount;
+    else pairs.push_back({from, to, amount});
+  }
 };
 
 }  // namespace epsim

@@ -128,16 +128,13 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
   for (auto& [expert, reduce] : reduces) {
     // Each pair once, in (from, to) order; a pair's transfers summed in plan order, as a matrix
     // filled transfer by transfer would hold them.
-    std::vector<ExchangePayload::Pair>& pairs = reduce.payload.pairs;
-    std::stable_sort(pairs.begin(), pairs.end(), [](const ExchangePayload::Pair& x, const ExchangePayload::Pair& y) {
+    std::vector<ExchangePayload::Pair> met = std::move(reduce.payload.pairs);
+    std::stable_sort(met.begin(), met.end(), [](const ExchangePayload::Pair& x, const ExchangePayload::Pair& y) {
       return x.from != y.from ? x.from < y.from : x.to < y.to;
     });
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < pairs.size(); ++i) {
-      if (kept > 0 && pairs[kept - 1].from == pairs[i].from && pairs[kept - 1].to == pairs[i].to) pairs[kept - 1].amount += pairs[i].amount;
-      else pairs[kept++] = pairs[i];
-    }
-    pairs.resize(kept);
+    std::vector<ExchangePayload::Pair>& pairs = reduce.payload.pairs;
+    pairs.clear();
+    for (const ExchangePayload::Pair& pair : met) ExchangePayload::append(pairs, pair.from, pair.to, pair.amount);
     reduce_of_expert[expert] = static_cast<int>(graph.reduces.size());
     graph.reduces.push_back(std::move(reduce));
   }

@@ -144,11 +144,7 @@ void LayerRun::list_stage(int stage, bool reverse, ExchangePayload& payload) con
   payload.pairs.clear();
   payload.node_pairs.clear();
   payload.per_node = fanout_.copies() == TokenCopies::per_node;
-  // A pair met again adds to its amount, in the legs' order, as a matrix filled leg by leg would.
-  const auto append = [](std::vector<ExchangePayload::Pair>& pairs, int from, int to, double amount) {
-    if (!pairs.empty() && pairs.back().from == from && pairs.back().to == to) pairs.back().amount += amount;
-    else pairs.push_back({from, to, amount});
-  };
+  const auto append = &ExchangePayload::append;
   // The legs come in (source, target) order; a combine's pairs are (target, source), so its legs
   // are placed target by target, each target's in the legs' order, which keeps their sources' order.
   const std::vector<LegTokens>& legs = fanout_.gpu_legs(stage);
