@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/core/bounded_dom.hpp"
 #include "sim/core/input_error.hpp"
 
 namespace epsim {
@@ -13,86 +14,6 @@ namespace epsim {
 namespace {
 
 using nlohmann::json;
-
-/// Builds the document like nlohmann's own DOM parser, but stops at the first array or object that
-/// would nest deeper than kMaxJsonDepth, and turns every parse error (syntax, number overflow) into
-/// an InputError at its position.
-class BoundedDom {
- public:
-  BoundedDom(json& root, const std::string& text, const std::string& file, std::uint64_t first_line)
-      : root_(root), text_(text), file_(file), first_line_(first_line) {}
-
-  bool null() { return put(nullptr); }
-  bool boolean(bool v) { return put(v); }
-  bool number_integer(json::number_integer_t v) { return put(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return put(v); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return put(v); }
-  bool string(json::string_t& v) { return put(std::move(v)); }
-  bool binary(json::binary_t& v) { return put(json::binary(std::move(v))); }
-  bool start_object(std::size_t) { return open(json::object()); }
-  bool start_array(std::size_t) { return open(json::array()); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
-  bool key(json::string_t& k) {
-    member_ = &(*stack_.back())[k];
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
-    std::string reason = e.what();
-    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, column 4: why";
-    // the place is ours, the explanation is its.
-    const std::size_t column = reason.find("column ");
-    const std::size_t colon = column == std::string::npos ? std::string::npos : reason.find(": ", column);
-    if (colon != std::string::npos) {
-      reason = reason.substr(colon + 2);
-    } else {
-      const std::size_t bracket = reason.find("] ");
-      if (bracket != std::string::npos) reason = reason.substr(bracket + 2);
-    }
-    throw InputError(file_, json_text_place(text_, position, first_line_), "invalid JSON: " + reason);
-  }
-
-  bool too_deep() const { return too_deep_; }
-
- private:
-  bool put(json&& value) {
-    place(std::move(value));
-    return true;
-  }
-  json* place(json&& value) {
-    if (stack_.empty()) {
-      root_ = std::move(value);
-      return &root_;
-    }
-    json& top = *stack_.back();
-    if (top.is_array()) {
-      top.push_back(std::move(value));
-      return &top.back();
-    }
-    *member_ = std::move(value);
-    return member_;
-  }
-  bool open(json&& container) {
-    if (static_cast<int>(stack_.size()) >= kMaxJsonDepth) {
-      too_deep_ = true;
-      return false;  // stops the parser
-    }
-    stack_.push_back(place(std::move(container)));
-    return true;
-  }
-  bool close() {
-    stack_.pop_back();
-    return true;
-  }
-
-  json& root_;
-  const std::string& text_;
-  const std::string& file_;
-  std::uint64_t first_line_;
-  std::vector<json*> stack_;  ///< the open arrays and objects, innermost last
-  json* member_ = nullptr;    ///< the object member the next value goes to
-  bool too_deep_ = false;
-};
 
 /// 1-based byte of the first '[' or '{' that opens nesting level `depth` + 1, outside strings; the
 /// text before it parsed, so it is valid JSON up to there.
@@ -144,7 +65,7 @@ std::string range_text(std::int64_t lo, std::int64_t hi) {
 
 nlohmann::json parse_json(const std::string& text, const std::string& file, std::uint64_t first_line) {
   json root;
-  BoundedDom dom(root, text, file, first_line);
+  BoundedDom dom(root, file, [&](std::size_t byte) { return json_text_place(text, byte, first_line); });
   const bool complete = json::sax_parse(text, &dom);
   if (dom.too_deep())
     throw InputError(file, json_text_place(text, byte_beyond_depth(text, kMaxJsonDepth), first_line),

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "sim/core/input_error.hpp"
 #include "sim/core/json_input.hpp"
+#include "sim/core/json_line.hpp"
 
 namespace epsim {
 
@@ -16,8 +18,16 @@ namespace {
 
 using nlohmann::json;
 
+/// Where a value of a long list sits ("routes[2]"), spelled out only for an error: a wide plan's
+/// million routes would otherwise cost a string each.
+struct Element {
+  const char* list;
+  std::size_t index;
+};
+
 /// Reads one plan document, every value through the checked getters of json_input, with the key path
-/// of each value in its errors.
+/// of each value in its errors. A value that is what was expected returns at once; its place is
+/// spelled only on the way to an error.
 class PlanReader {
  public:
   PlanReader(const std::string& file, const std::string& place) : file_(file), place_(place) {}
@@ -27,37 +37,62 @@ class PlanReader {
     if (path.empty()) return place_;
     return place_.empty() ? path : place_ + ", " + path;
   }
-  const json& member(const json& object, const char* key, const std::string& path) const {
-    return json_member(object, key, file_, at(path));
+  template <typename Path>
+  const json& member(const json& object, const char* key, const Path& path) const {
+    if (object.is_object()) {
+      const auto it = object.find(key);
+      if (it != object.end()) return *it;
+    }
+    return json_member(object, key, file_, at(spell(path)));
   }
   const json& array(const json& object, const char* key, const std::string& path) const {
-    const std::string key_path = path.empty() ? key : path + "." + key;
-    return json_array(member(object, key, path), file_, at(key_path));
+    return json_array(member(object, key, path), file_, at(key_path(path, key)));
   }
-  /// The integer at `object[key]` in [lo, hi].
-  std::int64_t integer(const json& object, const char* key, const std::string& path, std::int64_t lo,
-                       std::int64_t hi) const {
-    return json_integer(member(object, key, path), lo, hi, file_, at(path.empty() ? key : path + "." + key));
+  /// The integer at `object[key]` in [lo, hi] (hi >= 0).
+  template <typename Path>
+  std::int64_t integer(const json& object, const char* key, const Path& path, std::int64_t lo, std::int64_t hi) const {
+    const json& value = member(object, key, path);
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<std::uint64_t>();
+      if (u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo) return static_cast<std::int64_t>(u);
+    } else if (value.is_number_integer()) {
+      const auto v = value.get<std::int64_t>();
+      if (v >= lo && v <= hi) return v;
+    }
+    // An integral fraction, or a defect: json_integer's rule and message.
+    return json_integer(value, lo, hi, file_, at(key_path(path, key)));
   }
-  int small(const json& object, const char* key, const std::string& path, int lo = -1) const {
+  template <typename Path>
+  int small(const json& object, const char* key, const Path& path, int lo = -1) const {
     return static_cast<int>(integer(object, key, path, lo, std::numeric_limits<int>::max()));
   }
-  template <typename Enum, std::size_t N>
-  Enum choice(const json& object, const char* key, const std::string& path, const char* const (&names)[N]) const {
-    const std::string key_path = path.empty() ? key : path + "." + key;
-    const std::string s = json_string(member(object, key, path), file_, at(key_path));
-    std::string allowed;
-    for (std::size_t i = 0; i < N; ++i) {
-      if (s == names[i]) return static_cast<Enum>(i);
-      allowed += (i == 0 ? "" : ", ") + std::string(names[i]);
+  template <typename Enum, std::size_t N, typename Path>
+  Enum choice(const json& object, const char* key, const Path& path, const char* const (&names)[N]) const {
+    const json& value = member(object, key, path);
+    if (value.is_string()) {
+      const std::string& s = value.get_ref<const std::string&>();
+      for (std::size_t i = 0; i < N; ++i)
+        if (s == names[i]) return static_cast<Enum>(i);
     }
-    throw InputError(file_, at(key_path), "unknown value " + json_excerpt(json(s)) + " (expected " + allowed + ")");
+    const std::string s = json_string(value, file_, at(key_path(path, key)));
+    std::string allowed;
+    for (std::size_t i = 0; i < N; ++i) allowed += (i == 0 ? "" : ", ") + std::string(names[i]);
+    throw InputError(file_, at(key_path(path, key)),
+                     "unknown value " + json_excerpt(json(s)) + " (expected " + allowed + ")");
   }
   [[noreturn]] void fail(const std::string& path, const std::string& message) const {
     throw InputError(file_, at(path), message);
   }
 
  private:
+  static const std::string& spell(const std::string& path) { return path; }
+  static std::string spell(const Element& e) { return std::string(e.list) + "[" + std::to_string(e.index) + "]"; }
+  template <typename Path>
+  static std::string key_path(const Path& path, const char* key) {
+    const std::string spelled = spell(path);
+    return spelled.empty() ? key : spelled + "." + key;
+  }
+
   const std::string& file_;
   const std::string& place_;
 };
@@ -258,8 +293,106 @@ void write_plan_json(std::ostream& out, const Plan& plan) {
   t.flush();
 }
 
-Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std::string& place) {
-  const PlanReader in(file, place);
+namespace {
+
+ExpertInstance instance_from_json(const PlanReader& in, const json& i, std::size_t k) {
+  const Element at{"instances", k};
+  return {in.small(i, "expert", at, 0), in.small(i, "gpu", at, 0), in.choice<InstanceKind>(i, "kind", at, kKinds)};
+}
+
+TokenRoute route_from_json(const PlanReader& in, const json& r, std::size_t k) {
+  const Element at{"routes", k};
+  return {in.small(r, "src_rank", at, 0), in.small(r, "instance", at, 0),
+          in.integer(r, "tokens", at, 0, kMaxPlanTokens), in.choice<Carrier>(r, "carrier", at, kCarriers),
+          in.small(r, "via_gpu", at), in.small(r, "stage", at)};
+}
+
+Transfer transfer_from_json(const PlanReader& in, const json& t, std::size_t k) {
+  const Element at{"transfers", k};
+  Transfer transfer{in.choice<TransferKind>(t, "kind", at, kTransferKinds),
+                    in.choice<PassKind>(t, "pass", at, kPasses), in.small(t, "instance", at, 0),
+                    in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
+                    in.integer(t, "bytes", at, 0, kMaxPlanBytes),
+                    in.choice<Carrier>(t, "carrier", at, kCarriers), TransferStart::after_dispatch};
+  // "start" came with the third transfer timing; plans written before it leave after the dispatch.
+  if (t.is_object() && t.contains("start")) transfer.start = in.choice<TransferStart>(t, "start", at, kTransferStarts);
+  return transfer;
+}
+
+/// A plan's three long lists (instances, routes, transfers), converted element by element: from a
+/// document's arrays (plan_from_json) or as the parser meets them, the document never holding them
+/// (read_plan_line). A list keeps its first bad element's error, which finish_plan raises where
+/// plan_from_json's order of checks reaches that list, so both readers name the same first defect.
+class PlanLists : public JsonListSink {
+ public:
+  explicit PlanLists(const PlanReader& in) : in_(in) {}
+
+  bool starts(const std::string& key) override {
+    current_ = list_of(key);
+    if (current_ == kNone) return false;
+    // A repeated key's last value is the plan's.
+    count_[current_] = 0;
+    error_[current_] = nullptr;
+    if (current_ == kInstances) instances_.clear();
+    if (current_ == kRoutes) routes_.clear();
+    if (current_ == kTransfers) transfers_.clear();
+    return true;
+  }
+  void take(json&& element) override { add(element); }
+
+  /// The next element of the current list.
+  void add(const json& element) {
+    const std::size_t k = count_[current_]++;
+    if (error_[current_]) return;
+    try {
+      if (current_ == kInstances) instances_.push_back(instance_from_json(in_, element, k));
+      if (current_ == kRoutes) routes_.push_back(route_from_json(in_, element, k));
+      if (current_ == kTransfers) transfers_.push_back(transfer_from_json(in_, element, k));
+    } catch (const InputError&) {
+      error_[current_] = std::current_exception();
+    }
+  }
+  /// Every element of `j`'s lists, as the parser would have handed them over.
+  void add_all(const json& j) {
+    if (!j.is_object()) return;
+    for (const char* key : {"instances", "routes", "transfers"}) {
+      const auto it = j.find(key);
+      if (it == j.end() || !it->is_array()) continue;
+      starts(key);
+      for (const json& element : *it) add(element);
+    }
+  }
+
+  std::vector<ExpertInstance> instances() { return checked(kInstances, std::move(instances_)); }
+  TokenRoutes routes() { return checked(kRoutes, std::move(routes_)); }
+  Transfers transfers() { return checked(kTransfers, std::move(transfers_)); }
+
+ private:
+  enum List { kInstances, kRoutes, kTransfers, kNone };
+  static List list_of(const std::string& key) {
+    if (key == "instances") return kInstances;
+    if (key == "routes") return kRoutes;
+    if (key == "transfers") return kTransfers;
+    return kNone;
+  }
+  template <typename Vector>
+  Vector checked(List list, Vector&& elements) {
+    if (error_[list]) std::rethrow_exception(error_[list]);
+    return std::move(elements);
+  }
+
+  const PlanReader& in_;
+  List current_ = kNone;
+  std::size_t count_[3] = {0, 0, 0};
+  std::exception_ptr error_[3];
+  std::vector<ExpertInstance> instances_;
+  TokenRoutes routes_;
+  Transfers transfers_;
+};
+
+/// The plan `j` describes, its long lists taken from `lists`: every check in one order, whichever
+/// way the lists were read.
+Plan finish_plan(const json& j, PlanLists& lists, const PlanReader& in, const std::string& file) {
   if (!j.is_object()) in.fail("", "expected a plan (a JSON object)");
   Plan plan;
   const std::int64_t version = in.integer(j, "version", "", 0, std::numeric_limits<int>::max());
@@ -273,33 +406,12 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
   plan.layer = static_cast<std::uint32_t>(in.integer(j, "layer", "", 0, u32));
   plan.num_gpus = static_cast<int>(in.integer(j, "num_gpus", "", 1, kMaxPlanGpus));
   plan.exchange_stages = static_cast<int>(in.integer(j, "exchange_stages", "", 1, kMaxExchangeStages));
-  const json& instances = in.array(j, "instances", "");
-  for (std::size_t k = 0; k < instances.size(); ++k) {
-    const std::string at = indexed("instances", k);
-    plan.instances.push_back({in.small(instances[k], "expert", at, 0), in.small(instances[k], "gpu", at, 0),
-                              in.choice<InstanceKind>(instances[k], "kind", at, kKinds)});
-  }
-  const json& routes = in.array(j, "routes", "");
-  for (std::size_t k = 0; k < routes.size(); ++k) {
-    const json& r = routes[k];
-    const std::string at = indexed("routes", k);
-    plan.routes.push_back({in.small(r, "src_rank", at, 0), in.small(r, "instance", at, 0),
-                           in.integer(r, "tokens", at, 0, kMaxPlanTokens), in.choice<Carrier>(r, "carrier", at, kCarriers),
-                           in.small(r, "via_gpu", at), in.small(r, "stage", at)});
-  }
-  const json& transfers = in.array(j, "transfers", "");
-  for (std::size_t k = 0; k < transfers.size(); ++k) {
-    const json& t = transfers[k];
-    const std::string at = indexed("transfers", k);
-    plan.transfers.push_back({in.choice<TransferKind>(t, "kind", at, kTransferKinds),
-                              in.choice<PassKind>(t, "pass", at, kPasses), in.small(t, "instance", at, 0),
-                              in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
-                              in.integer(t, "bytes", at, 0, kMaxPlanBytes),
-                              in.choice<Carrier>(t, "carrier", at, kCarriers), TransferStart::after_dispatch});
-    // "start" came with the third transfer timing; plans written before it leave after the dispatch.
-    if (t.is_object() && t.contains("start"))
-      plan.transfers.back().start = in.choice<TransferStart>(t, "start", at, kTransferStarts);
-  }
+  in.array(j, "instances", "");
+  plan.instances = lists.instances();
+  in.array(j, "routes", "");
+  plan.routes = lists.routes();
+  in.array(j, "transfers", "");
+  plan.transfers = lists.transfers();
   const json& order = in.array(j, "gemm_order", "");
   for (std::size_t g = 0; g < order.size(); ++g) {
     const std::string at = indexed("gemm_order", g);
@@ -335,6 +447,25 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std:
   plan.planner.d2h_bytes = in.integer(planner, "d2h_bytes", "planner", 0, kMaxPlanBytes);
   if (const auto defect = find_plan_defect(plan, 0)) in.fail(defect->place, defect->message);
   return plan;
+}
+
+}  // namespace
+
+Plan plan_from_json(const nlohmann::json& j, const std::string& file, const std::string& place) {
+  const PlanReader in(file, place);
+  PlanLists lists(in);
+  lists.add_all(j);
+  return finish_plan(j, lists, in, file);
+}
+
+std::optional<Plan> read_plan_line(std::istream& in, const std::string& file, std::uint64_t line,
+                                   std::uint64_t& bytes) {
+  const std::string place = "line " + std::to_string(line);
+  const PlanReader reader(file, place);
+  PlanLists lists(reader);
+  const std::optional<json> rest = parse_json_line(in, file, line, &lists, bytes);
+  if (!rest) return std::nullopt;
+  return finish_plan(*rest, lists, reader, file);
 }
 
 }  // namespace epsim

@@ -2,6 +2,9 @@
 // reader refuses a version it does not know.
 #pragma once
 
+#include <cstdint>
+#include <istream>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -21,5 +24,12 @@ void write_plan_json(std::ostream& out, const Plan& plan);
 /// defect throws InputError(file, "PLACE, KEY.PATH", what was expected), `place` locating the plan in
 /// `file` ("line 3"; empty for a whole-file plan).
 Plan plan_from_json(const nlohmann::json& json, const std::string& file, const std::string& place);
+/// The plan on the next line of `in`, line `line` of the plans.jsonl `file`, read as the text streams
+/// by: the routes, transfers and instances are converted one at a time, so neither the line's text nor
+/// its document tree is held (a wide plan's line is hundreds of megabytes; as a tree, ten times more).
+/// Same checks, errors and places as plan_from_json(parse_json(line), file, "line N"). nullopt for a
+/// blank line and at the stream's end (`bytes` 0 there, else the line's length with its newline).
+std::optional<Plan> read_plan_line(std::istream& in, const std::string& file, std::uint64_t line,
+                                   std::uint64_t& bytes);
 
 }  // namespace epsim

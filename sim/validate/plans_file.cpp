@@ -3,20 +3,9 @@
 #include <set>
 
 #include "sim/core/input_error.hpp"
-#include "sim/core/json_input.hpp"
 #include "sim/plan/plan_json.hpp"
 
 namespace epsim {
-
-namespace {
-
-Plan plan_of_line(const std::string& line, const std::string& path, std::uint64_t number) {
-  return plan_from_json(parse_json(line, path, number), path, "line " + std::to_string(number));
-}
-
-bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
-
-}  // namespace
 
 std::size_t for_each_plan(const std::string& path, std::size_t limit,
                           const std::function<void(Plan&&, std::uint64_t, std::uint64_t)>& each) {
@@ -24,13 +13,17 @@ std::size_t for_each_plan(const std::string& path, std::size_t limit,
   if (!in) throw InputError(path, "", "cannot open file");
   std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen;
   std::size_t count = 0;
-  std::string line;
   std::uint64_t offset = 0;
-  for (std::uint64_t number = 1; std::getline(in, line); ++number) {
+  for (std::uint64_t number = 1;; ++number) {
     const std::uint64_t line_offset = offset;
-    offset += line.size() + 1;
-    if (blank(line)) continue;
-    Plan plan = plan_of_line(line, path, number);
+    std::uint64_t bytes = 0;
+    std::optional<Plan> read = read_plan_line(in, path, number, bytes);
+    offset += bytes;
+    if (!read) {
+      if (bytes == 0) break;  // the file's end
+      continue;               // a blank line
+    }
+    Plan& plan = *read;
     if (!seen.insert({plan.step, plan.micro_batch, plan.layer}).second)
       throw InputError(path, "line " + std::to_string(number),
                        "second plan for step " + std::to_string(plan.step) + ", micro_batch " +
@@ -63,10 +56,11 @@ std::optional<Plan> PlansIndex::find(std::uint32_t step, std::uint32_t micro_bat
   if (it == offsets_.end()) return std::nullopt;
   in_.clear();
   in_.seekg(static_cast<std::streamoff>(it->second.offset));
-  std::string line;
-  if (!std::getline(in_, line))
+  std::uint64_t bytes = 0;
+  std::optional<Plan> read = read_plan_line(in_, path_, it->second.line, bytes);
+  if (!read)
     throw InputError(path_, "line " + std::to_string(it->second.line), "the file changed while it was read");
-  Plan plan = plan_of_line(line, path_, it->second.line);
+  Plan& plan = *read;
   if (plan.step != step || plan.micro_batch != micro_batch || plan.layer != layer)
     throw InputError(path_, "line " + std::to_string(it->second.line), "the file changed while it was read");
   return plan;

@@ -4,9 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_line.hpp"
 
 using namespace epsim;
 using nlohmann::json;
@@ -79,4 +83,84 @@ TEST_CASE("json_number, json_string, json_member, json_array name the place") {
   CHECK_THROWS_WITH_AS(json_member(json::object(), "x", "f", "k"), "f:k: missing key 'x'", InputError);
   CHECK_THROWS_WITH_AS(json_member(json(1), "x", "f", "k"), "f:k: expected an object, found a number", InputError);
   CHECK_THROWS_WITH_AS(json_array(json(nullptr), "f", "k"), "f:k: expected an array, found null", InputError);
+}
+
+namespace {
+
+/// parse_json_line's outcome for `text`, one line: the document's dump or the error's message.
+std::string line_outcome(const std::string& text, JsonListSink* lists = nullptr) {
+  std::istringstream in(text + "\nnext line");
+  std::uint64_t bytes = 0;
+  try {
+    const std::optional<json> doc = parse_json_line(in, "f.jsonl", 4, lists, bytes);
+    std::string rest;
+    std::getline(in, rest);
+    CHECK(rest == "next line");  // the line's newline consumed, nothing after it
+    CHECK(bytes == text.size() + 1);
+    return doc ? doc->dump() : "blank";
+  } catch (const InputError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+std::string text_outcome(const std::string& text) {
+  try {
+    return parse_json(text, "f.jsonl", 4).dump();
+  } catch (const InputError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+/// Keeps the elements of the top-level "a" arrays it is handed, each as text.
+struct ListOfA : JsonListSink {
+  std::vector<std::string> taken;
+  int starts_seen = 0;
+  bool starts(const std::string& key) override {
+    if (key != "a") return false;
+    ++starts_seen;
+    taken.clear();
+    return true;
+  }
+  void take(json&& element) override { taken.push_back(element.dump()); }
+};
+
+}  // namespace
+
+TEST_CASE("parse_json_line: a line from its stream reads as parse_json reads its text, errors and places included") {
+  const std::string deep_at_70 = "[\"[{\"," + std::string(64, '[');
+  for (const std::string& text :
+       {std::string("{\"a\": [1, 2.5, \"x\", null, true], \"b\": {\"c\": []}}"), std::string("  \t{\"a\":1}\r"),
+        std::string("[1, 2"), std::string("[1] x"), std::string("{\"b\": 1e400}"), std::string(65, '['),
+        std::string(64, '[') + std::string(64, ']'), deep_at_70, std::string("\xEF\xBB\xBF[1]"),
+        std::string(" \xEF\xBB\xBF[1]"), std::string("{\"a\":\"\x01\"}"), std::string("nul"), std::string("\r\t 7")}) {
+    CAPTURE(text);
+    CHECK(line_outcome(text) == text_outcome(text));
+  }
+  CHECK(line_outcome(deep_at_70) == "error: f.jsonl:line 4, column 70: invalid JSON: arrays and objects nested deeper "
+                                    "than 64 levels");
+  CHECK(line_outcome(" \t\r") == "blank");
+  CHECK(line_outcome("") == "blank");
+  std::istringstream empty("");
+  std::uint64_t bytes = 9;
+  CHECK_FALSE(parse_json_line(empty, "f.jsonl", 1, nullptr, bytes).has_value());
+  CHECK(bytes == 0);
+}
+
+TEST_CASE("parse_json_line: the elements of the arrays a sink chooses go to it, one at a time, in order") {
+  ListOfA sink;
+  CHECK(line_outcome(R"({"a": [1, {"x": [2, {"y": 3}]}, [4], "s"], "b": [5], "c": {"a": [6]}})", &sink) ==
+        R"({"a":[],"b":[5],"c":{"a":[6]}})");
+  CHECK(sink.taken == std::vector<std::string>{"1", R"({"x":[2,{"y":3}]})", "[4]", "\"s\""});
+  // A key met again starts its list over; a value that is not an array stays in the document.
+  sink = ListOfA{};
+  CHECK(line_outcome(R"({"a": [1, 2], "a": [3]})", &sink) == R"({"a":[]})");
+  CHECK(sink.taken == std::vector<std::string>{"3"});
+  CHECK(sink.starts_seen == 2);
+  sink = ListOfA{};
+  CHECK(line_outcome(R"({"a": [1], "a": {"k": [2]}})", &sink) == R"({"a":{"k":[2]}})");
+  CHECK(sink.taken.empty());
+  // Not at the top: an array's arrays and an array document are left whole.
+  sink = ListOfA{};
+  CHECK(line_outcome(R"([{"a": [1]}])", &sink) == R"([{"a":[1]}])");
+  CHECK(sink.taken.empty());
 }

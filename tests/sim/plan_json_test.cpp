@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -9,6 +11,7 @@
 #include "sim/balancers/registry.hpp"
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 #include "sim/plan/plan_json.hpp"
 #include "tests/sim/simple_cluster.hpp"
 #include "tests/test_paths.hpp"
@@ -36,6 +39,34 @@ Plan every_field_plan() {
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   plan.planner = {PlannerSite::host_cpu, 3'000'000, PlannerStart::after_dispatch, 64};
   return plan;
+}
+
+/// The plan read_plan_line takes from `text`, the one line of a plans.jsonl, as line `line`.
+std::optional<Plan> streamed(const std::string& text, std::uint64_t line = 7) {
+  std::istringstream in(text);
+  std::uint64_t bytes = 0;
+  return read_plan_line(in, "p.jsonl", line, bytes);
+}
+
+/// What reading `text` gives, as text: the plan's JSON, or the error's message.
+std::string outcome(const std::function<Plan()>& read) {
+  try {
+    return plan_to_json(read()).dump();
+  } catch (const InputError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+/// The same outcome from both readers of a plan's line: the document's and the streaming one.
+void check_readers_agree(const std::string& text) {
+  CAPTURE(text);
+  const std::string tree = outcome([&] { return plan_from_json(parse_json(text, "p.jsonl", 7), "p.jsonl", "line 7"); });
+  const std::string stream = outcome([&] {
+    std::optional<Plan> plan = streamed(text);
+    REQUIRE(plan.has_value());
+    return std::move(*plan);
+  });
+  CHECK(stream == tree);
 }
 
 }  // namespace
@@ -164,6 +195,8 @@ TEST_CASE("a structurally impossible plan is refused by the reader, naming the k
     j[nlohmann::json::json_pointer(c.pointer)] = c.value;
     CHECK_THROWS_WITH_AS(plan_from_json(j, "p.jsonl", "line 7"), (std::string("p.jsonl:line 7, ") + c.expect).c_str(),
                          InputError);
+    // Read as its line streams by, the plan meets the same check.
+    CHECK_THROWS_WITH_AS(streamed(j.dump()), (std::string("p.jsonl:line 7, ") + c.expect).c_str(), InputError);
   }
   nlohmann::json j = two_gpu_json();
   j.erase("routes");
@@ -248,7 +281,83 @@ TEST_CASE("a plan written straight to text is plan_to_json's dump, byte for byte
       continue;
     }
     CHECK(written(p) == plan_to_json(p).dump());
+    const std::optional<Plan> read = streamed(written(p));
+    REQUIRE(read.has_value());
+    CHECK(plan_to_json(*read) == plan_to_json(p));
     ++balancers;
   }
   CHECK(balancers >= 8);
+}
+
+TEST_CASE("a plan read as its line streams by is the document reader's plan, or its error") {
+  const nlohmann::json good = two_gpu_json();
+  check_readers_agree(good.dump());
+  CHECK(outcome([&] { return *streamed(good.dump()); }) == plan_to_json(plan_from_json(good, "p", "")).dump());
+
+  // The first defect is the one the document reader's order of checks meets first, wherever it sits
+  // in the text: "version" comes last in a written plan, after the routes.
+  nlohmann::json j = good;
+  j["version"] = 2;
+  j["routes"][0]["tokens"] = "many";
+  check_readers_agree(j.dump());
+  CHECK_THROWS_WITH_AS(streamed(j.dump()), doctest::Contains("version: plan version 2 is not supported"), InputError);
+  // Of two bad lists, the instances are checked before the routes, and in a list the first bad one.
+  j = good;
+  j["routes"][0]["carrier"] = "pigeon";
+  j["instances"][1]["kind"] = 3;
+  check_readers_agree(j.dump());
+  j = good;
+  j["routes"].push_back(j["routes"][0]);
+  j["routes"][1]["tokens"] = -1;
+  j["routes"].push_back(j["routes"][0]);
+  j["routes"][2]["tokens"] = 2.5;
+  check_readers_agree(j.dump());
+  CHECK_THROWS_WITH_AS(streamed(j.dump()), doctest::Contains("routes[1].tokens: value -1"), InputError);
+
+  // Elements that are not objects, or hold arrays and objects of their own; lists that are not arrays.
+  for (const char* text : {R"("routes":[5])", R"("routes":[[1,2]])", R"("routes":[{"src_rank":[0],"instance":{}}])",
+                           R"("routes":{"a":[1]})", R"("routes":"none")", R"("transfers":[null])",
+                           R"("instances":[{"expert":0,"gpu":0,"kind":"static","extra":[[{}]]},{"expert":1,"gpu":1,"kind":"dynamic"}])"}) {
+    std::string line = good.dump();
+    // A repeated key: the last value counts, for both readers.
+    line.insert(line.size() - 1, std::string(",") + text);
+    check_readers_agree(line);
+    // The first value is replaced by the good one after it.
+    std::string first = good.dump();
+    first.insert(1, std::string(text) + ",");
+    check_readers_agree(first);
+    CHECK(outcome([&] { return *streamed(first); }) == plan_to_json(plan_from_json(good, "p", "")).dump());
+  }
+
+  // Text the parser refuses: the same place and words as parse_json's.
+  const std::string text = good.dump();
+  for (const std::string& bad : {text.substr(0, text.size() / 2), text + " x", "  \t" + text.substr(0, 40) + "\x01",
+                                 std::string("[") + std::string(70, '['), std::string(" {\"a\":") + std::string(80, '[')}) {
+    check_readers_agree(bad);
+  }
+}
+
+TEST_CASE("a plans line: blank lines, a carriage return, the stream's end and the bytes read") {
+  const std::string plan = two_gpu_json().dump();
+  std::istringstream in(" \t\r\n" + plan + "\r\n\n" + plan);
+  std::uint64_t bytes = 0;
+  CHECK_FALSE(read_plan_line(in, "p.jsonl", 1, bytes).has_value());
+  CHECK(bytes == 4);
+  std::optional<Plan> first = read_plan_line(in, "p.jsonl", 2, bytes);
+  REQUIRE(first.has_value());
+  CHECK(bytes == plan.size() + 2);
+  CHECK_FALSE(read_plan_line(in, "p.jsonl", 3, bytes).has_value());
+  CHECK(bytes == 1);
+  std::optional<Plan> last = read_plan_line(in, "p.jsonl", 4, bytes);
+  REQUIRE(last.has_value());
+  CHECK(bytes == plan.size());  // no newline at the file's end
+  CHECK(plan_to_json(*last) == plan_to_json(*first));
+  CHECK_FALSE(read_plan_line(in, "p.jsonl", 5, bytes).has_value());
+  CHECK(bytes == 0);
+  // A line's error is placed on its own line and column.
+  std::istringstream bad("\n\n{\"version\": 1,}\n");
+  read_plan_line(bad, "p.jsonl", 1, bytes);
+  read_plan_line(bad, "p.jsonl", 2, bytes);
+  CHECK_THROWS_WITH_AS(read_plan_line(bad, "p.jsonl", 3, bytes), doctest::Contains("p.jsonl:line 3, column 15: invalid JSON"),
+                       InputError);
 }
