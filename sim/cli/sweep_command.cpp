@@ -80,7 +80,8 @@ int sweep_command(const std::vector<std::string>& args) {
       ("inputs", po::value(&inputs), "the sweep file (or, with --join, the output folders)")
       ("output,o", po::value(&output), "output folder (default: the sweep's `output`; with --join: the first folder)")
       ("threads,j", po::value(&threads)->notifier(require_non_negative("--threads")),
-       "points computed at once (0 = every core; default 0)")
+       "threads (0 = every core; default 0): up to N replays (point, balancer) at once, each simulating its "
+       "records on its share; outputs do not depend on it")
       ("shard", po::value(&shard), "compute only the points p with p % n == i (job arrays), e.g. --shard 3/16")
       ("set", po::value(&sets), "KEY=VALUE for every point, e.g. --set gpu.sms=120 (repeatable)")
       ("restart", po::bool_switch(&restart),

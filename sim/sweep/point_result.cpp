@@ -96,45 +96,43 @@ MetricStats summarise(std::vector<double> values) {
           values.back()};
 }
 
-PointResult run_point(const SweepPoint& point, const std::string& trace_path) {
-  PointResult result;
-  result.id = point.id;
-  result.hash = point.hash;
-  for (std::size_t b = 0; b < point.experiments.size(); ++b) {
-    ExperimentSpec x = point.experiments[b];
-    x.trace_path = trace_path;
-    BalancerOutcome out;
-    out.label = point.labels[b];
-    out.name = x.balancer.name;
-    std::vector<std::vector<double>> values(metrics().size());
-    std::size_t warmup = 0;
-    try {
-      // Statistics are over the balancer's steady state; its warm-up records are only counted.
-      out.records = replay(x, [&](const LayerOutcome& o) {
-        if (o.metrics.warmup) {
-          ++warmup;
-          return;
-        }
-        for (std::size_t i = 0; i < metrics().size(); ++i) values[i].push_back(metrics()[i].get(o.metrics));
-      });
-    } catch (const BalancerCannotServe& e) {
-      out.not_served = e.what();
-      out.records = 0;
-    }
-    if (out.not_served.empty() && values.front().empty() && warmup > 0) {
-      out.not_served = "n/a: all " + std::to_string(warmup) +
-                       " records are the balancer's warm-up (the trace is too short for its history)";
-      out.records = 0;
-    }
-    if (out.not_served.empty()) {
-      if (values.front().empty()) throw InputError(trace_path, "", "the trace has no records to replay");
-      // `records` counts what the statistics are over: the steady state.
-      out.records = values.front().size();
-      for (std::vector<double>& v : values) out.metrics.push_back(summarise(std::move(v)));
-    }
-    result.balancers.push_back(std::move(out));
+BalancerOutcome run_point_balancer(const SweepPoint& point, std::size_t b, const std::string& trace_path,
+                                   unsigned threads) {
+  ExperimentSpec x = point.experiments[b];
+  x.trace_path = trace_path;
+  BalancerOutcome out;
+  out.label = point.labels[b];
+  out.name = x.balancer.name;
+  std::vector<std::vector<double>> values(metrics().size());
+  std::size_t warmup = 0;
+  try {
+    // Statistics are over the balancer's steady state; its warm-up records are only counted.
+    out.records = replay(
+        x,
+        [&](const LayerOutcome& o) {
+          if (o.metrics.warmup) {
+            ++warmup;
+            return;
+          }
+          for (std::size_t i = 0; i < metrics().size(); ++i) values[i].push_back(metrics()[i].get(o.metrics));
+        },
+        threads);
+  } catch (const BalancerCannotServe& e) {
+    out.not_served = e.what();
+    out.records = 0;
   }
-  return result;
+  if (out.not_served.empty() && values.front().empty() && warmup > 0) {
+    out.not_served = "n/a: all " + std::to_string(warmup) +
+                     " records are the balancer's warm-up (the trace is too short for its history)";
+    out.records = 0;
+  }
+  if (out.not_served.empty()) {
+    if (values.front().empty()) throw InputError(trace_path, "", "the trace has no records to replay");
+    // `records` counts what the statistics are over: the steady state.
+    out.records = values.front().size();
+    for (std::vector<double>& v : values) out.metrics.push_back(summarise(std::move(v)));
+  }
+  return out;
 }
 
 std::string point_json(const PointResult& r) {

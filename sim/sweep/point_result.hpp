@@ -39,8 +39,11 @@ struct PointResult {
   std::vector<BalancerOutcome> balancers;  ///< in the sweep's balancer order
 };
 
-/// Replays every experiment of `point` (its trace already in place) and summarises the records.
-PointResult run_point(const SweepPoint& point, const std::string& trace_path);
+/// Replays experiment `b` of `point` (its trace already in place), simulating up to `threads` records
+/// at once, and summarises its records: one balancer's outcome (PointResult::balancers[b]), the same for
+/// any `threads`.
+BalancerOutcome run_point_balancer(const SweepPoint& point, std::size_t b, const std::string& trace_path,
+                                   unsigned threads = 1);
 
 /// The point file's text, and its reading (InputError naming `path` for anything that is not a
 /// point file of this format).

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -302,36 +303,84 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
     }
   });
 
+  // Tests stop a sweep after its first points, as a kill would leave it.
+  if (o.stop_after > 0 && todo.size() > o.stop_after) todo.resize(o.stop_after);
+  // One job per (point, balancer), point by point: a point's balancers run side by side where the
+  // point as one job ran them one after another, and a wide sweep's widest point, its eight replays
+  // in a row, set the sweep's end. Each of J jobs at once simulates its records on threads / J
+  // threads. A point is written once its last balancer is done, by the thread that finished it; its
+  // balancers' outcomes come out in the sweep's order whichever ends first, so the folder does not
+  // depend on the threads.
+  struct PointWork {
+    PointResult result;
+    std::atomic<std::size_t> left{0};
+    bool started = false;  ///< under start_lock
+    std::chrono::steady_clock::time_point t0;
+  };
+  std::vector<PointWork> work(todo.size());
+  struct Job {
+    std::size_t point;
+    std::size_t balancer;
+  };
+  std::vector<Job> jobs;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    const std::size_t balancers = todo[i]->experiments.size();
+    work[i].result.id = todo[i]->id;
+    work[i].result.hash = todo[i]->hash;
+    work[i].result.balancers.resize(balancers);
+    work[i].left = balancers;
+    for (std::size_t b = 0; b < balancers; ++b) jobs.push_back({i, b});
+  }
+  const unsigned side_by_side = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads, jobs.size())));
+  const unsigned threads_each = std::max(1u, threads / side_by_side);
   ProgressLine progress(log, o.terminal, report.found, todo.size(), report.in_shard);
   std::atomic<std::size_t> computed{0};
-  std::atomic<std::size_t> started{0};
+  std::mutex start_lock;
+  // A failed job stops the others from starting; jobs are taken in order, so every job before it
+  // ran, and the first error in job order is the one a run on one thread meets.
+  std::vector<std::exception_ptr> errors(jobs.size());
+  std::atomic<bool> failed{false};
   try {
-    run_jobs(
-        todo.size(), threads,
-        [&](std::size_t i) {
-          const SweepPoint& p = *todo[i];
-          const auto t0 = std::chrono::steady_clock::now();
-          const std::string trace = point_trace(dir, p);
-          PointResult r;
-          try {
-            r = run_point(p, trace);
-          } catch (const InputError& e) {
-            // Which point failed matters more than where in the engine; the points done so far stay.
-            throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
-                                                       "): " + e.what());
-          }
-          write_new(point_file(dir, p.id), point_json(r));
-          ++computed;
-          if (o.progress)
-            progress.finished(p.describe(),
-                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        },
-        [&]() { return o.stop_after == 0 || started.fetch_add(1) < o.stop_after; });
+    run_jobs(jobs.size(), side_by_side, [&](std::size_t j) {
+      const SweepPoint& p = *todo[jobs[j].point];
+      PointWork& w = work[jobs[j].point];
+      {
+        const std::lock_guard<std::mutex> hold(start_lock);
+        if (!w.started) w.t0 = std::chrono::steady_clock::now();
+        w.started = true;
+      }
+      try {
+        w.result.balancers[jobs[j].balancer] = run_point_balancer(p, jobs[j].balancer, point_trace(dir, p), threads_each);
+      } catch (const InputError& e) {
+        // Which point failed matters more than where in the engine; the points done so far stay.
+        errors[j] = std::make_exception_ptr(InputError(
+            spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() + "): " + e.what()));
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+      if (errors[j]) {
+        failed.store(true);
+        return;
+      }
+      if (w.left.fetch_sub(1) != 1) return;
+      write_new(point_file(dir, p.id), point_json(w.result));
+      ++computed;
+      if (o.progress) {
+        std::chrono::steady_clock::time_point t0;
+        {
+          const std::lock_guard<std::mutex> hold(start_lock);
+          t0 = w.t0;
+        }
+        progress.finished(p.describe(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }, [&] { return !failed.load(); });
   } catch (...) {
     progress.close();
     throw;
   }
   progress.close();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   report.computed = computed.load();
   report.tables_written = write_tables_if_complete(dir, lock, report.present);
   if (o.check_exact > 0) {

@@ -92,6 +92,51 @@ TEST_CASE("sweep: 1 and 2 threads give byte-identical folders") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * 2 * 28);
 }
 
+TEST_CASE("sweep: a point's balancers run side by side, its file the same bytes for any thread count") {
+  const fs::path dir = scratch_dir("sweep_balancers_side_by_side");
+  // One point, four balancers (one of which cannot serve EP 16's layout, an n/a row), four records:
+  // with 3 threads, three replays at once; with 8, four replays of two threads each.
+  write_file(dir / "s.yaml", sweep_yaml("balancers:\n  - name: static_ep\n  - name: feplb\n  - name: fastermoe\n"
+                                        "  - name: ideal-balance\nset:\n  max_records: 4\ngrid:\n  ep_degree: [16]\n"));
+  const SweepSpec spec = load_sweep((dir / "s.yaml").string(), {});
+  REQUIRE(spec.points.size() == 1);
+  const SweepRunReport one = run(spec, dir / "one", 1);
+  CHECK(one.computed == 1);
+  CHECK(one.tables_written);
+  for (const unsigned threads : {2u, 3u, 8u}) {
+    CAPTURE(threads);
+    const fs::path out = dir / ("t" + std::to_string(threads));
+    const SweepRunReport r = run(spec, out, threads);
+    CHECK(r.computed == 1);
+    CHECK(folder_files(out) == folder_files(dir / "one"));
+  }
+  const std::string csv = table(dir / "one", "results.csv");
+  for (const char* balancer : {"static_ep", "feplb", "fastermoe", "ideal-balance"}) CHECK(csv.find(balancer) != std::string::npos);
+
+  // A record that breaks (its checksum): every balancer of both points fails on it. The error is the
+  // first in point order, whichever job failed first, and names its point; no point file is left.
+  std::string bytes = read_file(source_dir() / "traces/samples/glm5-128e-ep16.eptrace");
+  const std::size_t header = bytes.size() - 20 - 16 * 8220;  // 16 records of 8,220 bytes, a 20-byte footer
+  bytes[header + 2 * 8220 + 100] ^= 0x5a;
+  write_file(dir / "bad.eptrace", bytes);
+  const fs::path src = source_dir();
+  write_file(dir / "bad.yaml", "kind: experiment\nname: bad\ntrace: bad.eptrace\nmodel: " +
+                                   (src / "models/glm5-like-128.yaml").string() + "\nhardware: " +
+                                   (src / "models/h100-sxm-8.yaml").string() + "\nep_degree: 16\nbalancer:\n  name: static_ep\noutput: out\n");
+  write_file(dir / "bad-sweep.yaml", "kind: sweep\nname: bad\nexperiment: bad.yaml\nbalancers:\n  - name: static_ep\n"
+                                         "  - name: feplb\n  - name: ideal-balance\nset:\n  max_records: 4\n"
+                                         "grid:\n  gpu.sms: [120, 132]\n");
+  const SweepSpec bad = load_sweep((dir / "bad-sweep.yaml").string(), {});
+  for (const unsigned threads : {1u, 3u, 8u}) {
+    CAPTURE(threads);
+    const fs::path out = dir / ("bad" + std::to_string(threads));
+    const std::string expected = "point 0 (gpu.sms=120): " + (dir / "bad.eptrace").string() + ":record 2 at byte " +
+                                 std::to_string(header + 2 * 8220) + ": checksum mismatch";
+    CHECK_THROWS_WITH_AS(run(bad, out, threads), doctest::Contains(expected.c_str()), InputError);
+    CHECK(fs::is_empty(out / "points"));
+  }
+}
+
 TEST_CASE("sweep: shards in their own folders joined, or in one folder, equal the whole") {
   const fs::path dir = scratch_dir("sweep_shards");
   write_file(dir / "s.yaml", sweep_yaml(kGrid));
