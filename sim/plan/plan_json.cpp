@@ -10,7 +10,7 @@
 
 #include "sim/core/input_error.hpp"
 #include "sim/core/json_input.hpp"
-#include "sim/core/json_line.hpp"
+#include "sim/core/json_stream.hpp"
 
 namespace epsim {
 

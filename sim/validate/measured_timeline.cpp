@@ -1,13 +1,14 @@
 #include "sim/validate/measured_timeline.hpp"
 
+#include <exception>
 #include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "sim/core/input_error.hpp"
 #include "sim/core/json_input.hpp"
+#include "sim/core/json_stream.hpp"
 
 namespace epsim {
 
@@ -83,7 +84,82 @@ bool track_from_string(const std::string& name, Track& track) {
 
 const char* to_string(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
 
-MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string& file) {
+namespace {
+
+/// The records, converted one by one: from a document's array (measured_timeline_from_json) or as the
+/// parser completes each (read_measured_timeline), the document never holding them. The first bad
+/// record's error is kept and raised where the checks of the whole document reach the records, so
+/// both readers name the same first defect.
+class MeasuredRecords : public JsonListSink {
+ public:
+  explicit MeasuredRecords(const std::string& file) : file_(file) {}
+
+  bool starts(const std::string& key) override {
+    if (key != "records") return false;
+    // A repeated key's last value is the timeline's.
+    records_.clear();
+    seen_.clear();
+    count_ = 0;
+    error_ = nullptr;
+    return true;
+  }
+  void take(json&& record) override { add(record); }
+  void add(const json& record) {
+    const std::size_t r = count_++;
+    if (error_) return;
+    try {
+      records_.push_back(read_record(record, r));
+    } catch (const InputError&) {
+      error_ = std::current_exception();
+    }
+  }
+  /// The records of `doc`'s array, as the parser would have handed them over.
+  void add_all(const json& doc) {
+    if (!doc.is_object() || !doc.contains("records") || !doc["records"].is_array()) return;
+    starts("records");
+    for (const json& record : doc["records"]) add(record);
+  }
+
+  /// The records, after the document's own checks (`records` an array): the first bad one's error,
+  /// or none at all.
+  std::vector<MeasuredRecord> take_records() {
+    if (error_) std::rethrow_exception(error_);
+    if (count_ == 0) throw InputError(file_, "records", "no records");
+    return std::move(records_);
+  }
+
+ private:
+  MeasuredRecord read_record(const json& jr, std::size_t r) {
+    const std::string place = "records[" + std::to_string(r) + "]";
+    expect_keys(jr, {"step", "micro_batch", "layer", "events"}, file_, place);
+    const std::int64_t u32 = std::numeric_limits<std::uint32_t>::max();
+    MeasuredRecord rec;
+    rec.step = static_cast<std::uint32_t>(json_integer(jr["step"], 0, u32, file_, place + ".step"));
+    rec.micro_batch = static_cast<std::uint32_t>(json_integer(jr["micro_batch"], 0, u32, file_, place + ".micro_batch"));
+    rec.layer = static_cast<std::uint32_t>(json_integer(jr["layer"], 0, u32, file_, place + ".layer"));
+    if (!seen_.insert({rec.step, rec.micro_batch, rec.layer}).second)
+      throw InputError(file_, place,
+                       "duplicate record (step " + std::to_string(rec.step) + ", micro_batch " +
+                           std::to_string(rec.micro_batch) + ", layer " + std::to_string(rec.layer) + ")");
+    const json& events = jr["events"];
+    json_array(events, file_, place + ".events");
+    if (events.empty()) throw InputError(file_, place + ".events", "no events");
+    rec.events.reserve(events.size());
+    for (std::size_t i = 0; i < events.size(); ++i)
+      rec.events.push_back(read_event(events[i], file_, place + ".events[" + std::to_string(i) + "]"));
+    return rec;
+  }
+
+  const std::string& file_;
+  std::vector<MeasuredRecord> records_;
+  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen_;
+  std::size_t count_ = 0;
+  std::exception_ptr error_;
+};
+
+/// The timeline `doc` describes, its records from `records`: every check in one order, whichever way
+/// the records were read.
+MeasuredTimeline finish_timeline(const json& doc, MeasuredRecords& records, const std::string& file) {
   expect_keys(doc, {"format", "version", "gpu_name", "records"}, file, "");
   const std::string format = text(doc["format"], true, file, "format");
   if (format != kMeasuredTimelineFormat)
@@ -97,40 +173,28 @@ MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string&
                          ")");
   MeasuredTimeline out;
   out.gpu_name = text(doc["gpu_name"], true, file, "gpu_name");
-  const json& records = doc["records"];
-  json_array(records, file, "records");
-  if (records.empty()) throw InputError(file, "records", "no records");
-  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen;
-  const std::int64_t u32 = std::numeric_limits<std::uint32_t>::max();
-  for (std::size_t r = 0; r < records.size(); ++r) {
-    const std::string place = "records[" + std::to_string(r) + "]";
-    const json& jr = records[r];
-    expect_keys(jr, {"step", "micro_batch", "layer", "events"}, file, place);
-    MeasuredRecord rec;
-    rec.step = static_cast<std::uint32_t>(json_integer(jr["step"], 0, u32, file, place + ".step"));
-    rec.micro_batch = static_cast<std::uint32_t>(json_integer(jr["micro_batch"], 0, u32, file, place + ".micro_batch"));
-    rec.layer = static_cast<std::uint32_t>(json_integer(jr["layer"], 0, u32, file, place + ".layer"));
-    if (!seen.insert({rec.step, rec.micro_batch, rec.layer}).second)
-      throw InputError(file, place,
-                       "duplicate record (step " + std::to_string(rec.step) + ", micro_batch " +
-                           std::to_string(rec.micro_batch) + ", layer " + std::to_string(rec.layer) + ")");
-    const json& events = jr["events"];
-    json_array(events, file, place + ".events");
-    if (events.empty()) throw InputError(file, place + ".events", "no events");
-    for (std::size_t i = 0; i < events.size(); ++i)
-      rec.events.push_back(read_event(events[i], file, place + ".events[" + std::to_string(i) + "]"));
-    out.records.push_back(std::move(rec));
-  }
+  json_array(doc["records"], file, "records");
+  out.records = records.take_records();
   return out;
+}
+
+}  // namespace
+
+MeasuredTimeline measured_timeline_from_json(const json& doc, const std::string& file) {
+  MeasuredRecords records(file);
+  records.add_all(doc);
+  return finish_timeline(doc, records, file);
 }
 
 MeasuredTimeline read_measured_timeline(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // Each record is converted as the parser completes it: the document's tree of a calibration run's
+  // events would be ten times the file.
+  MeasuredRecords records(path);
+  const json doc = parse_json_stream(in, path, &records);
   if (in.bad()) throw InputError(path, "", "read error");
-  return measured_timeline_from_json(parse_json(buffer.str(), path), path);
+  return finish_timeline(doc, records, path);
 }
 
 json measured_timeline_to_json(const MeasuredTimeline& timeline) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sim/core/input_error.hpp"
-#include "sim/core/json_line.hpp"
+#include "sim/core/json_stream.hpp"
 
 using namespace epsim;
 using nlohmann::json;
@@ -163,4 +163,36 @@ TEST_CASE("parse_json_line: the elements of the arrays a sink chooses go to it, 
   sink = ListOfA{};
   CHECK(line_outcome(R"([{"a": [1]}])", &sink) == R"([{"a":[1]}])");
   CHECK(sink.taken.empty());
+}
+
+TEST_CASE("parse_json_stream: a whole stream reads as parse_json reads its text, on every line") {
+  const auto stream_outcome = [](const std::string& text, JsonListSink* lists = nullptr) {
+    std::istringstream in(text);
+    try {
+      return parse_json_stream(in, "f.json", lists).dump();
+    } catch (const InputError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  const auto text_outcome = [](const std::string& text) {
+    try {
+      return parse_json(text, "f.json").dump();
+    } catch (const InputError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  // Errors on the first, a middle and the last line, after a number the parser put back, at the end
+  // of the input, and where nesting goes too deep on a later line.
+  for (const std::string& text :
+       {std::string("{\n  \"a\": [1, 2],\n  \"b\": {\"c\": null}\n}\n"), std::string("{\"a\": 1,\n \"b\": 1e400}"),
+        std::string("[1,\n2x]"), std::string("[1,\n 22\n\n,]"), std::string("{\n\"a\":\n[1, 2\n"), std::string("\n\n"),
+        std::string("[\n1\n]\nx"), std::string(" \n") + std::string(65, '['), std::string("[\n\"[\n") + std::string(70, '['),
+        std::string("{\"a\": 1}\n\n  \n"), std::string("\n12\n3"), std::string("[\"a\n\"]"), std::string("\xEF\xBB\xBF\n{}")}) {
+    CAPTURE(text);
+    CHECK(stream_outcome(text) == text_outcome(text));
+  }
+  CHECK(stream_outcome("[1,\n 22\n\n,]").find("f.json:line 4, column 2: invalid JSON: syntax error") != std::string::npos);
+  ListOfA sink;
+  CHECK(stream_outcome("{\n \"a\": [\n  {\"x\": 1},\n  2\n ],\n \"b\": 3\n}\n", &sink) == R"({"a":[],"b":3})");
+  CHECK(sink.taken == std::vector<std::string>{R"({"x":1})", "2"});
 }

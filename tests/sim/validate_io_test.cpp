@@ -3,9 +3,12 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <functional>
+#include <string>
 
 #include "sim/config/loaders.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/core/json_input.hpp"
 #include "sim/plan/plan_json.hpp"
 #include "sim/replay/simulate_layer.hpp"
 #include "sim/validate/measured_timeline.hpp"
@@ -112,6 +115,41 @@ TEST_CASE("malformed measured timelines are refused with the file and the place"
                  "records[0].events[0].start_ps", "value 9223372036854775808 outside [0, 9223372036854775807]");
   const auto missing = (test::scratch_dir("validate_missing") / "nothing.json").string();
   CHECK_THROWS_AS(read_measured_timeline(missing), InputError);
+}
+
+TEST_CASE("a measured timeline read as it streams by gives the document reader's timeline, or its first error") {
+  // read_measured_timeline converts each record as the parser completes it; measured_timeline_from_json
+  // reads a parsed document. The same outcome, text for text, on every case below.
+  const auto outcome = [](const std::function<MeasuredTimeline()>& read) {
+    try {
+      return measured_timeline_to_json(read()).dump();
+    } catch (const InputError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  const std::string second = R"({"step": 1, "micro_batch": 0, "layer": 0, "events": [
+   {"gpu": 0, "track": "compute", "pass": "forward", "name": "gemm fwd", "start_ps": 0, "end_ps": 1, "bytes": 0}]})";
+  const std::string two = replaced(kGood, "}]}]}", "}]}, " + second + "]}");
+  for (const std::string& text : std::vector<std::string>{
+           std::string(kGood), two,
+           // A bad record and a bad version: the version is checked first, wherever it sits.
+           replaced(replaced(two, R"("step": 1)", R"("step": -1)"), R"("version": 1)", R"("version": 3)"),
+           // Two bad records: the first.
+           replaced(replaced(two, R"("step": 1)", R"("step": -1)"), R"("name": "gemm fwd")", R"("name": "")"),
+           // The records key twice: the last counts; a records value that is not an array.
+           replaced(two, R"("records": [)", R"("records": [7], "records": [)"),
+           replaced(two, R"("version": 1,)", R"("version": 1, "records": {"a": [1]},)"),
+           replaced(kGood, R"("records": [)", R"("records": [)" + second + ", "),
+           std::string(R"({"format": "epsim-measured-timeline", "version": 1, "gpu_name": "x", "records": []})"),
+           std::string(R"({"format": "epsim-measured-timeline", "version": 1, "gpu_name": "x", "records": [[], 5]})"),
+           std::string(kGood).substr(0, 300)}) {
+    CAPTURE(text);
+    const auto path = (test::scratch_dir("validate_stream") / "measured.json").string();
+    std::ofstream(path) << text;
+    const std::string streamed = outcome([&] { return read_measured_timeline(path); });
+    const std::string whole = outcome([&] { return measured_timeline_from_json(parse_json(text, path), path); });
+    CHECK(streamed == whole);
+  }
 }
 
 TEST_CASE("plans.jsonl: one plan a line, bad lines and repeated records are refused by line") {

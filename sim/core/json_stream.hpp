@@ -1,6 +1,7 @@
-// One line of a JSON-lines file parsed straight from its stream, without the line's text in memory:
-// a wide plan is one line of hundreds of megabytes, which parse_json would hold twice over (the text
-// and its document). Errors, places and limits are parse_json's, character for character.
+// JSON parsed straight from a stream, without the text in memory: a wide plan is one line of hundreds
+// of megabytes, and a calibration run's measured timeline one document of as many, which parse_json
+// would hold twice over (the text and its document). Errors, places and limits are parse_json's,
+// character for character.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,9 @@ namespace epsim {
 /// "line L, column C" within the line.
 std::optional<nlohmann::json> parse_json_line(std::istream& in, const std::string& file, std::uint64_t line,
                                               JsonListSink* lists, std::uint64_t& bytes);
+
+/// Parses the rest of `in` as one JSON document, as parse_json(text of the rest, file) would, with
+/// `lists` as in parse_json_line.
+nlohmann::json parse_json_stream(std::istream& in, const std::string& file, JsonListSink* lists);
 
 }  // namespace epsim
