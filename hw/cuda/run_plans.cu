@@ -70,20 +70,18 @@ int run_plans(const HwArgs& a) {
   const bool verify = !a.flags.count("no-verify");
   const std::string out = a.text("o", "");
 
-  const auto plans = load_plans_jsonl(a.positional[0], static_cast<std::size_t>(record));
-  std::vector<GpuTasks> tasks;
+  const std::vector<GpuTasks> tasks = load_gpu_tasks(a.positional[0], static_cast<std::size_t>(record), gpu, hidden, 2);
   std::size_t max_group = 1, max_copy = 4, max_pool = 0;
   std::int64_t max_tokens = 1;
-  for (const auto& p : plans) {
-    tasks.push_back(extract_gpu_tasks(p, gpu, hidden, 2));
-    for (const auto& g : tasks.back().gemms) {
+  for (const GpuTasks& t : tasks) {
+    for (const auto& g : t.gemms) {
       max_group = std::max(max_group, g.tokens.size());
       std::int64_t sum = 0;
       for (auto v : g.tokens) sum += v;
       max_tokens = std::max(max_tokens, sum);
     }
     std::size_t pool = 0;
-    for (const auto& c : tasks.back().copies) {
+    for (const auto& c : t.copies) {
       max_copy = std::max(max_copy, static_cast<std::size_t>(c.bytes));
       pool += round_up(static_cast<std::size_t>(c.bytes), 256);
     }
@@ -101,7 +99,7 @@ int run_plans(const HwArgs& a) {
   {
     std::printf("epsim-hw run: %zu plans, plan GPU %d on device %d (%s), GEMM %s, up to %zu instances / %lld tokens per group, "
                 "%.3f GiB of copy destinations per plan\n",
-                plans.size(), gpu, device, prop.name, to_string(impl), max_group, static_cast<long long>(max_tokens),
+                tasks.size(), gpu, device, prop.name, to_string(impl), max_group, static_cast<long long>(max_tokens),
                 max_pool / 1073741824.0);
     std::fflush(stdout);
     GroupedGemm gemm(hidden, ffn, matrices, static_cast<int>(max_group), max_tokens, impl, s);

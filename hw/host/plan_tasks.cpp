@@ -127,8 +127,13 @@ GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_byte
   return out;
 }
 
-std::vector<Plan> load_plans_jsonl(const std::string& path, std::size_t limit) {
-  return read_plans_jsonl(path, limit);
+std::vector<GpuTasks> load_gpu_tasks(const std::string& path, std::size_t limit, int gpu, int hidden,
+                                     int dtype_bytes) {
+  std::vector<GpuTasks> tasks;
+  for_each_plan(path, limit, [&](Plan&& plan, std::uint64_t, std::uint64_t) {
+    tasks.push_back(extract_gpu_tasks(plan, gpu, hidden, dtype_bytes));
+  });
+  return tasks;
 }
 
 }  // namespace epsim::hw

@@ -71,9 +71,11 @@ std::int64_t token_bytes(int hidden, int dtype_bytes);
 /// The tasks of `gpu` in `plan`; throws std::invalid_argument if gpu is outside [0, num_gpus).
 GpuTasks extract_gpu_tasks(const Plan& plan, int gpu, int hidden, int dtype_bytes);
 
-/// Reads a plans.jsonl file through read_plans_jsonl (sim/validate/plans_file.hpp), the one plan
-/// reader, so that the runner gets only plans that passed every check `epsim validate` makes without
-/// the model. `limit` > 0 stops after that many plans.
-std::vector<Plan> load_plans_jsonl(const std::string& path, std::size_t limit = 0);
+/// The tasks of `gpu` in each plan of a plans.jsonl file (extract_gpu_tasks), in file order. Plans are
+/// read one at a time through for_each_plan (sim/validate/plans_file.hpp), the one plan reader, so
+/// that the runner gets only plans that passed every check `epsim validate` makes without the model,
+/// and holds one GPU's tasks, not every plan. `limit` > 0 stops after that many plans.
+std::vector<GpuTasks> load_gpu_tasks(const std::string& path, std::size_t limit, int gpu, int hidden,
+                                     int dtype_bytes);
 
 }  // namespace epsim::hw

@@ -165,15 +165,15 @@ TEST_CASE("plans.jsonl is read line by line, with the line in errors") {
     std::ofstream out(path);
     out << plan_to_json(two_gpu_plan()).dump() << "\n\n" << plan_to_json(next_layer).dump() << "\n";
   }
-  CHECK(load_plans_jsonl(path).size() == 2);
-  CHECK(load_plans_jsonl(path, 1).size() == 1);
+  CHECK(load_gpu_tasks(path, 0, 0, 64, 2).size() == 2);
+  CHECK(load_gpu_tasks(path, 1, 0, 64, 2).size() == 1);
   const auto bad = (dir / "bad.jsonl").string();
   {
     std::ofstream out(bad);
     out << plan_to_json(two_gpu_plan()).dump() << "\n{not json\n";
   }
   try {
-    load_plans_jsonl(bad);
+    load_gpu_tasks(bad, 0, 0, 64, 2);
     FAIL("accepted");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("bad.jsonl") != std::string::npos);
