@@ -24,36 +24,40 @@ bool point_runs_fast(const SweepPoint& point) {
   return !point.experiments.empty() && sharing_of(point.experiments.front()) != BandwidthSharing::exact;
 }
 
-PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records,
-                       unsigned threads) {
-  if (!point_runs_fast(point)) throw std::logic_error("check_point: the point runs exact sharing");
+PointCheck point_check_of(const SweepPoint& point, std::size_t records) {
+  if (!point_runs_fast(point)) throw std::logic_error("point_check_of: the point runs exact sharing");
   PointCheck result;
   result.id = point.id;
   result.hash = point.hash;
   result.wanted = records;
   result.sharing = to_string(sharing_of(point.experiments.front()));
-  for (std::size_t b = 0; b < point.experiments.size(); ++b) {
-    ExperimentSpec x = point.experiments[b];
-    x.trace_path = trace_path;
-    x.timeline_records = 0;
-    // The first records of the replay, warm-up ones included: the check is of the sharing model.
-    if (x.max_records == 0 || static_cast<std::size_t>(x.max_records) > records) x.max_records = static_cast<int>(records);
-    BalancerCheck out;
-    out.label = point.labels[b];
-    ExactCheck check(records);
-    try {
-      replay(x, [&](const LayerOutcome& o) { check.add_run(o.metrics, o.result); }, threads);
-      check.run_exact(x, threads);
-    } catch (const BalancerCannotServe& e) {
-      out.not_served = e.what();
-    }
-    if (out.not_served.empty()) {
-      if (check.checked() == 0) throw InputError(trace_path, "", "the trace has no records to replay");
-      out.summary = check.summary();
-    }
-    result.balancers.push_back(std::move(out));
-  }
+  result.balancers.resize(point.experiments.size());
+  for (std::size_t b = 0; b < point.experiments.size(); ++b) result.balancers[b].label = point.labels[b];
   return result;
+}
+
+BalancerCheck check_point_balancer(const SweepPoint& point, std::size_t b, const std::string& trace_path,
+                                   std::size_t records, unsigned threads) {
+  if (!point_runs_fast(point)) throw std::logic_error("check_point_balancer: the point runs exact sharing");
+  ExperimentSpec x = point.experiments[b];
+  x.trace_path = trace_path;
+  x.timeline_records = 0;
+  // The first records of the replay, warm-up ones included: the check is of the sharing model.
+  if (x.max_records == 0 || static_cast<std::size_t>(x.max_records) > records) x.max_records = static_cast<int>(records);
+  BalancerCheck out;
+  out.label = point.labels[b];
+  ExactCheck check(records);
+  try {
+    replay(x, [&](const LayerOutcome& o) { check.add_run(o.metrics, o.result); }, threads);
+    check.run_exact(x, threads);
+  } catch (const BalancerCannotServe& e) {
+    out.not_served = e.what();
+  }
+  if (out.not_served.empty()) {
+    if (check.checked() == 0) throw InputError(trace_path, "", "the trace has no records to replay");
+    out.summary = check.summary();
+  }
+  return out;
 }
 
 std::string point_check_json(const PointCheck& c) {

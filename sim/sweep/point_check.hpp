@@ -35,10 +35,14 @@ struct PointCheck {
 /// Whether the point's replays run a sharing other than exact (a check applies to it).
 bool point_runs_fast(const SweepPoint& point);
 
-/// Checks the point's first `records` records of each balancer (its trace at `trace_path`), each
-/// replay simulating up to `threads` records at once (the figures do not depend on it).
-PointCheck check_point(const SweepPoint& point, const std::string& trace_path, std::size_t records,
-                       unsigned threads = 1);
+/// The point's check on its first `records` records, its balancers labelled and not yet checked
+/// (check_point_balancer fills each). std::logic_error for a point that runs exact.
+PointCheck point_check_of(const SweepPoint& point, std::size_t records);
+/// Checks the first `records` records of the point's balancer `b` (its trace at `trace_path`), the
+/// replay simulating up to `threads` records at once (the figures do not depend on it): its place in
+/// PointCheck::balancers.
+BalancerCheck check_point_balancer(const SweepPoint& point, std::size_t b, const std::string& trace_path,
+                                   std::size_t records, unsigned threads = 1);
 
 /// The check file's text, and its reading (InputError naming `path` for anything else).
 std::string point_check_json(const PointCheck& check);

@@ -1,9 +1,7 @@
 #include "sim/sweep/sweep_runner.hpp"
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +14,7 @@
 #include "sim/core/created_folders.hpp"
 #include "sim/core/input_error.hpp"
 #include "sim/core/output_lock.hpp"
+#include "sim/sweep/balancer_jobs.hpp"
 #include "sim/sweep/point_check.hpp"
 #include "sim/sweep/point_result.hpp"
 #include "sim/sweep/progress_line.hpp"
@@ -305,113 +304,77 @@ SweepRunReport run_sweep(const SweepSpec& spec, const SweepRunOptions& o, std::o
 
   // Tests stop a sweep after its first points, as a kill would leave it.
   if (o.stop_after > 0 && todo.size() > o.stop_after) todo.resize(o.stop_after);
-  // One job per (point, balancer), point by point: a point's balancers run side by side where the
-  // point as one job ran them one after another, and a wide sweep's widest point, its eight replays
-  // in a row, set the sweep's end. Each of J jobs at once simulates its records on threads / J
-  // threads. A point is written once its last balancer is done, by the thread that finished it; its
-  // balancers' outcomes come out in the sweep's order whichever ends first, so the folder does not
-  // depend on the threads.
-  struct PointWork {
-    PointResult result;
-    std::atomic<std::size_t> left{0};
-    bool started = false;  ///< under start_lock
-    std::chrono::steady_clock::time_point t0;
-  };
-  std::vector<PointWork> work(todo.size());
-  struct Job {
-    std::size_t point;
-    std::size_t balancer;
-  };
-  std::vector<Job> jobs;
+  // One job per (point, balancer) (balancer_jobs.hpp). A point is written once its last balancer is
+  // done; its balancers' outcomes go to their places in the sweep's order, whichever ends first, so
+  // the folder does not depend on the threads.
+  std::vector<PointResult> results(todo.size());
+  std::vector<std::size_t> balancers(todo.size());
   for (std::size_t i = 0; i < todo.size(); ++i) {
-    const std::size_t balancers = todo[i]->experiments.size();
-    work[i].result.id = todo[i]->id;
-    work[i].result.hash = todo[i]->hash;
-    work[i].result.balancers.resize(balancers);
-    work[i].left = balancers;
-    for (std::size_t b = 0; b < balancers; ++b) jobs.push_back({i, b});
+    results[i].id = todo[i]->id;
+    results[i].hash = todo[i]->hash;
+    balancers[i] = todo[i]->experiments.size();
+    results[i].balancers.resize(balancers[i]);
   }
-  const unsigned side_by_side = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads, jobs.size())));
-  const unsigned threads_each = std::max(1u, threads / side_by_side);
   ProgressLine progress(log, o.terminal, report.found, todo.size(), report.in_shard);
   std::atomic<std::size_t> computed{0};
-  std::mutex start_lock;
-  // A failed job stops the others from starting; jobs are taken in order, so every job before it
-  // ran, and the first error in job order is the one a run on one thread meets.
-  std::vector<std::exception_ptr> errors(jobs.size());
-  std::atomic<bool> failed{false};
   try {
-    run_jobs(jobs.size(), side_by_side, [&](std::size_t j) {
-      const SweepPoint& p = *todo[jobs[j].point];
-      PointWork& w = work[jobs[j].point];
-      {
-        const std::lock_guard<std::mutex> hold(start_lock);
-        if (!w.started) w.t0 = std::chrono::steady_clock::now();
-        w.started = true;
-      }
-      try {
-        w.result.balancers[jobs[j].balancer] = run_point_balancer(p, jobs[j].balancer, point_trace(dir, p), threads_each);
-      } catch (const InputError& e) {
-        // Which point failed matters more than where in the engine; the points done so far stay.
-        errors[j] = std::make_exception_ptr(InputError(
-            spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() + "): " + e.what()));
-      } catch (...) {
-        errors[j] = std::current_exception();
-      }
-      if (errors[j]) {
-        failed.store(true);
-        return;
-      }
-      if (w.left.fetch_sub(1) != 1) return;
-      write_new(point_file(dir, p.id), point_json(w.result));
-      ++computed;
-      if (o.progress) {
-        std::chrono::steady_clock::time_point t0;
-        {
-          const std::lock_guard<std::mutex> hold(start_lock);
-          t0 = w.t0;
-        }
-        progress.finished(p.describe(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-    }, [&] { return !failed.load(); });
+    run_balancer_jobs(
+        balancers, threads,
+        [&](std::size_t i, std::size_t b, unsigned threads_each) {
+          const SweepPoint& p = *todo[i];
+          try {
+            results[i].balancers[b] = run_point_balancer(p, b, point_trace(dir, p), threads_each);
+          } catch (const InputError& e) {
+            // Which point failed matters more than where in the engine; the points done so far stay.
+            throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
+                                                       "): " + e.what());
+          }
+        },
+        [&](std::size_t i, double seconds) {
+          write_new(point_file(dir, todo[i]->id), point_json(results[i]));
+          ++computed;
+          if (o.progress) progress.finished(todo[i]->describe(), seconds);
+        });
   } catch (...) {
     progress.close();
     throw;
   }
   progress.close();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
   report.computed = computed.load();
   report.tables_written = write_tables_if_complete(dir, lock, report.present);
   if (o.check_exact > 0) {
     // Each point's replays again on its first records, under its sharing and under exact (most of
-    // the time): a point per thread, and the threads left over, when there are fewer points to
-    // check than threads, to the records of each (a wide sweep checks a point or two).
-    const unsigned check_threads =
-        std::max(1u, threads / static_cast<unsigned>(std::max<std::size_t>(1, to_check.size())));
+    // the time), a job per (point, balancer) as above: a wide sweep checks a point or two, and exact
+    // takes seconds to minutes a layer past 256 GPUs.
+    std::vector<PointCheck> checks(to_check.size());
+    std::vector<std::size_t> check_balancers(to_check.size());
+    for (std::size_t i = 0; i < to_check.size(); ++i) {
+      checks[i] = point_check_of(*to_check[i], o.check_exact);
+      check_balancers[i] = checks[i].balancers.size();
+    }
     std::mutex log_lock;
-    run_jobs(to_check.size(), threads, [&](std::size_t i) {
-      const SweepPoint& p = *to_check[i];
-      const auto t0 = std::chrono::steady_clock::now();
-      const std::string trace = point_trace(dir, p);
-      PointCheck c;
-      try {
-        c = check_point(p, trace, o.check_exact, check_threads);
-      } catch (const InputError& e) {
-        throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
-                                                   "), checking against exact: " + e.what());
-      }
-      write_new(check_file(dir, p.id, o.check_exact), point_check_json(c));
-      if (o.progress) {
-        // A line per check: exact takes seconds to minutes a layer past 256 GPUs.
-        const std::lock_guard<std::mutex> hold(log_lock);
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.1f",
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        log << "epsim sweep: point " << p.index << " (" << p.describe() << ") checked against exact in " << seconds
-            << " s\n";
-      }
-    });
+    run_balancer_jobs(
+        check_balancers, threads,
+        [&](std::size_t i, std::size_t b, unsigned threads_each) {
+          const SweepPoint& p = *to_check[i];
+          try {
+            checks[i].balancers[b] = check_point_balancer(p, b, point_trace(dir, p), o.check_exact, threads_each);
+          } catch (const InputError& e) {
+            throw InputError(spec.source_file, "", "point " + std::to_string(p.index) + " (" + p.describe() +
+                                                       "), checking against exact: " + e.what());
+          }
+        },
+        [&](std::size_t i, double seconds) {
+          const SweepPoint& p = *to_check[i];
+          write_new(check_file(dir, p.id, o.check_exact), point_check_json(checks[i]));
+          if (!o.progress) return;
+          // A line per check: exact takes seconds to minutes a layer past 256 GPUs.
+          const std::lock_guard<std::mutex> hold(log_lock);
+          char text[32];
+          std::snprintf(text, sizeof text, "%.1f", seconds);
+          log << "epsim sweep: point " << p.index << " (" << p.describe() << ") checked against exact in " << text
+              << " s\n";
+        });
     report.checked = to_check.size();
     report.check_written = write_check_if_complete(dir, lock, o.check_exact, report.to_check, report.checks_present);
   }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "sim/core/input_error.hpp"
@@ -112,6 +113,24 @@ TEST_CASE("sweep: a point's balancers run side by side, its file the same bytes 
   }
   const std::string csv = table(dir / "one", "results.csv");
   for (const char* balancer : {"static_ep", "feplb", "fastermoe", "ideal-balance"}) CHECK(csv.find(balancer) != std::string::npos);
+
+  // Its checks against exact run a job per balancer too: the same check file for any thread count.
+  const SweepSpec local = load_sweep((dir / "s.yaml").string(), {"engine.bandwidth_sharing=local"});
+  std::map<std::string, std::string> first_checked;
+  for (const unsigned threads : {1u, 3u}) {
+    SweepRunOptions o;
+    o.output_dir = (dir / ("checked" + std::to_string(threads))).string();
+    o.threads = threads;
+    o.check_exact = 2;
+    std::ostringstream log;
+    const SweepRunReport r = run_sweep(local, o, log);
+    CHECK(r.checked == 1);
+    CHECK(r.check_written);
+    const auto files = folder_files(o.output_dir);
+    CHECK(files.count("points/" + local.points[0].id + ".check-2.json") == 1);
+    if (threads == 1) first_checked = files;
+    CHECK(files == first_checked);
+  }
 
   // A record that breaks (its checksum): every balancer of both points fails on it. The error is the
   // first in point order, whichever job failed first, and names its point; no point file is left.
