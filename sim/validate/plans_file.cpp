@@ -46,6 +46,9 @@ std::vector<Plan> read_plans_jsonl(const std::string& path, std::size_t limit) {
 PlansIndex::PlansIndex(const std::string& path) : path_(path) {
   for_each_plan(path, 0, [&](Plan&& plan, std::uint64_t offset, std::uint64_t line) {
     offsets_[{plan.step, plan.micro_batch, plan.layer}] = Place{offset, line};
+    // The first plan is kept while it may be the only one; a second lets it go.
+    if (offsets_.size() == 1) only_ = std::move(plan);
+    else only_.reset();
   });
   in_.open(path, std::ios::binary);
   if (!in_) throw InputError(path, "", "cannot open file");
@@ -54,6 +57,11 @@ PlansIndex::PlansIndex(const std::string& path) : path_(path) {
 std::optional<Plan> PlansIndex::find(std::uint32_t step, std::uint32_t micro_batch, std::uint32_t layer) {
   const auto it = offsets_.find({step, micro_batch, layer});
   if (it == offsets_.end()) return std::nullopt;
+  if (only_) {
+    std::optional<Plan> plan = std::move(only_);
+    only_.reset();
+    return plan;
+  }
   in_.clear();
   in_.seekg(static_cast<std::streamoff>(it->second.offset));
   std::uint64_t bytes = 0;

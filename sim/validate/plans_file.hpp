@@ -30,12 +30,15 @@ std::vector<Plan> read_plans_jsonl(const std::string& path, std::size_t limit = 
 
 /// A plans.jsonl checked whole on opening (for_each_plan's errors) but kept on disk: only where each
 /// plan's line starts is held, and find() reads one plan back, so memory does not grow with the plans.
+/// A file of one plan (a wide what-if's record: hundreds of megabytes, seconds to read) keeps that
+/// plan from the check, for its one find().
 class PlansIndex {
  public:
   explicit PlansIndex(const std::string& path);
   std::size_t size() const { return offsets_.size(); }
-  /// The plan for (step, micro_batch, layer), read again from the file; nullopt if there is none.
-  /// Throws InputError if the file changed since it was opened.
+  /// The plan for (step, micro_batch, layer), read again from the file (or, the first time, the
+  /// one plan of a file of one, as checked on opening); nullopt if there is none. Throws InputError
+  /// if the file changed since it was opened.
   std::optional<Plan> find(std::uint32_t step, std::uint32_t micro_batch, std::uint32_t layer);
 
  private:
@@ -46,6 +49,7 @@ class PlansIndex {
   std::string path_;
   std::ifstream in_;
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, Place> offsets_;
+  std::optional<Plan> only_;  ///< a file of one plan: that plan, until find() hands it out
 };
 
 }  // namespace epsim

@@ -96,6 +96,26 @@ TEST_CASE("PlansIndex: a file changed after it was opened is an error, not anoth
   CHECK(error_of([&] { index.find(0, 1, 0); }) == path + ":line 2: the file changed while it was read");
 }
 
+TEST_CASE("PlansIndex: a file of one plan hands out the plan it checked once, then reads the file again") {
+  const auto dir = test::scratch_dir("validate_index_one");
+  const auto path = (dir / "plans.jsonl").string();
+  Plan a = test::validation_plan();
+  a.layer = 4;
+  std::ofstream(path, std::ios::binary) << "\n" << plan_to_json(a).dump() << "\n";
+  PlansIndex index(path);
+  REQUIRE(index.size() == 1);
+  CHECK_FALSE(index.find(0, 0, 3));
+  // Changed after opening: the first find is the plan checked on opening, not read again.
+  Plan other = a;
+  other.layer = 5;
+  std::ofstream(path, std::ios::binary) << "\n" << plan_to_json(other).dump() << "\n";
+  const std::optional<Plan> first = index.find(0, 0, 4);
+  REQUIRE(first);
+  CHECK(plan_to_json(*first) == plan_to_json(a));
+  // A second find reads the file, as with many plans, and sees the change.
+  CHECK(error_of([&] { index.find(0, 0, 4); }) == path + ":line 2: the file changed while it was read");
+}
+
 TEST_CASE("validate_measurements from PlansIndex gives the report made from every plan in memory") {
   const auto fixtures = test::source_dir() / "tests/fixtures/validation";
   const std::string plans_path = (fixtures / "two-gpu.plans.jsonl").string();
