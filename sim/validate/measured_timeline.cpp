@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -21,18 +22,24 @@ constexpr Track kTracks[] = {Track::compute,    Track::comm_kernel, Track::copy_
 
 const char* type_name(const json& j) { return j.type_name(); }
 
-/// Checks that `object` is an object holding exactly `keys`.
-void expect_keys(const json& object, const std::vector<std::string>& keys, const std::string& file,
+/// Checks that `object` is an object holding exactly `keys` (distinct). An object of as many members,
+/// every key among them, is one (the common case: a calibration run's hundreds of thousands of
+/// events); otherwise the missing or unknown key is named.
+void expect_keys(const json& object, std::initializer_list<const char*> keys, const std::string& file,
                  const std::string& place) {
   if (!object.is_object()) throw InputError(file, place, std::string("expected an object, found ") + type_name(object));
-  for (const auto& key : keys)
-    if (!object.contains(key)) throw InputError(file, place, "missing key '" + key + "'");
+  bool all = object.size() == keys.size();
+  for (const char* key : keys) {
+    if (object.contains(key)) continue;
+    throw InputError(file, place, "missing key '" + std::string(key) + "'");
+  }
+  if (all) return;
   for (const auto& item : object.items()) {
     bool known = false;
-    for (const auto& key : keys) known = known || item.key() == key;
+    for (const char* key : keys) known = known || item.key() == key;
     if (!known) {
       std::string allowed;
-      for (const auto& key : keys) allowed += (allowed.empty() ? "" : ", ") + key;
+      for (const char* key : keys) allowed += (allowed.empty() ? "" : ", ") + std::string(key);
       throw InputError(file, place, "unknown key '" + item.key() + "' (allowed: " + allowed + ")");
     }
   }
@@ -44,32 +51,83 @@ std::string text(const json& j, bool non_empty, const std::string& file, const s
   return s;
 }
 
-TimelineEvent read_event(const json& j, const std::string& file, const std::string& place) {
-  expect_keys(j, {"gpu", "track", "pass", "name", "start_ps", "end_ps", "bytes"}, file, place);
-  TimelineEvent e;
-  e.gpu = static_cast<int>(json_integer(j["gpu"], 0, 1 << 20, file, place + ".gpu"));
-  const std::string track = text(j["track"], true, file, place + ".track");
-  if (!track_from_string(track, e.track))
-    throw InputError(
-        file, place + ".track",
-        "unknown track '" + track + "' (compute, comm_kernel, copy_engine, nvlink_out, nic_out, host_cpu)");
-  const std::string pass = text(j["pass"], true, file, place + ".pass");
-  if (pass == "forward")
-    e.pass = Pass::forward;
-  else if (pass == "backward")
-    e.pass = Pass::backward;
-  else
-    throw InputError(file, place + ".pass", "unknown pass '" + pass + "' (forward, backward)");
-  e.name = text(j["name"], true, file, place + ".name");
-  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  e.start_ps = json_integer(j["start_ps"], 0, max, file, place + ".start_ps");
-  e.end_ps = json_integer(j["end_ps"], 0, max, file, place + ".end_ps");
-  if (e.end_ps < e.start_ps)
-    throw InputError(file, place + ".end_ps",
-                     "end_ps " + std::to_string(e.end_ps) + " before start_ps " + std::to_string(e.start_ps));
-  e.bytes = json_number(j["bytes"], 0, 1e18, file, place + ".bytes");
-  return e;
-}
+/// An event of a record, read with its place ("records[3].events[12]") spelled only for an error: a
+/// calibration run's hundreds of thousands of events would otherwise build eight strings each.
+class EventReader {
+ public:
+  EventReader(const json& j, const std::string& file, std::size_t record, std::size_t event)
+      : file_(file), record_(record), event_(event) {
+    // Its members in kKeys order; an object without exactly these keys gets expect_keys' error.
+    bool exact = j.is_object() && j.size() == kKeyCount;
+    for (std::size_t k = 0; k < kKeyCount && exact; ++k) {
+      const auto it = j.find(kKeys[k]);
+      exact = it != j.end();
+      if (exact) members_[k] = &*it;
+    }
+    if (!exact)
+      expect_keys(j, {kKeys[0], kKeys[1], kKeys[2], kKeys[3], kKeys[4], kKeys[5], kKeys[6]}, file_, at());
+  }
+
+  TimelineEvent read() const {
+    TimelineEvent e;
+    e.gpu = static_cast<int>(integer(kGpu, 1 << 20));
+    const std::string& track = name_of(kTrack);
+    if (!track_from_string(track, e.track))
+      throw InputError(
+          file_, at(".track"),
+          "unknown track '" + track + "' (compute, comm_kernel, copy_engine, nvlink_out, nic_out, host_cpu)");
+    const std::string& pass = name_of(kPass);
+    if (pass == "forward")
+      e.pass = Pass::forward;
+    else if (pass == "backward")
+      e.pass = Pass::backward;
+    else
+      throw InputError(file_, at(".pass"), "unknown pass '" + pass + "' (forward, backward)");
+    e.name = name_of(kName);
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    e.start_ps = integer(kStart, max);
+    e.end_ps = integer(kEnd, max);
+    if (e.end_ps < e.start_ps)
+      throw InputError(file_, at(".end_ps"),
+                       "end_ps " + std::to_string(e.end_ps) + " before start_ps " + std::to_string(e.start_ps));
+    const json& bytes = *members_[kBytes];
+    const double d = bytes.is_number() ? bytes.get<double>() : -1;
+    e.bytes = d >= 0 && d <= 1e18 ? d : json_number(bytes, 0, 1e18, file_, at(".bytes"));
+    return e;
+  }
+
+ private:
+  enum Key { kGpu, kTrack, kPass, kName, kStart, kEnd, kBytes, kKeyCount };
+  static constexpr const char* kKeys[kKeyCount] = {"gpu", "track", "pass", "name", "start_ps", "end_ps", "bytes"};
+
+  std::string at(const std::string& field = "") const {
+    return "records[" + std::to_string(record_) + "].events[" + std::to_string(event_) + "]" + field;
+  }
+  /// The integer in [0, hi] (json_integer's rule and error).
+  std::int64_t integer(Key key, std::int64_t hi) const {
+    const json& v = *members_[key];
+    if (v.is_number_unsigned()) {
+      const std::uint64_t u = v.get<std::uint64_t>();
+      if (u <= static_cast<std::uint64_t>(hi)) return static_cast<std::int64_t>(u);
+    } else if (v.is_number_integer()) {
+      const std::int64_t x = v.get<std::int64_t>();
+      if (x >= 0 && x <= hi) return x;
+    }
+    return json_integer(v, 0, hi, file_, at(std::string(".") + kKeys[key]));
+  }
+  /// A non-empty string (text's rule and error).
+  const std::string& name_of(Key key) const {
+    const json& v = *members_[key];
+    if (!v.is_string() || v.get_ref<const std::string&>().empty())
+      text(v, true, file_, at(std::string(".") + kKeys[key]));  // throws
+    return v.get_ref<const std::string&>();
+  }
+
+  const std::string& file_;
+  std::size_t record_;
+  std::size_t event_;
+  const json* members_[kKeyCount] = {};
+};
 
 }  // namespace
 
@@ -146,7 +204,7 @@ class MeasuredRecords : public JsonListSink {
     if (events.empty()) throw InputError(file_, place + ".events", "no events");
     rec.events.reserve(events.size());
     for (std::size_t i = 0; i < events.size(); ++i)
-      rec.events.push_back(read_event(events[i], file_, place + ".events[" + std::to_string(i) + "]"));
+      rec.events.push_back(EventReader(events[i], file_, r, i).read());
     return rec;
   }
 
