@@ -14,8 +14,7 @@ namespace epsim {
 /// threads_each = threads / J threads for its records. Once a point's last job is done, done(point,
 /// seconds since its first job started) runs on the thread that finished it. A job that throws
 /// stops new jobs from starting (those running finish, and their points' done still runs); then the
-/// first error in (point, balancer) order is rethrown: jobs are taken in order, so every job before
-/// it ran, and it is the error a run on one thread meets.
+/// first error in (point, balancer) order is rethrown (run_jobs).
 void run_balancer_jobs(const std::vector<std::size_t>& balancers, unsigned threads,
                        const std::function<void(std::size_t, std::size_t, unsigned)>& job,
                        const std::function<void(std::size_t, double)>& done);

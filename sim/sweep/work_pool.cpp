@@ -3,28 +3,24 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace epsim {
 
-void run_jobs(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& job,
-              const std::function<bool()>& keep_going) {
+void run_jobs(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& job) {
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_mutex;
+  // One slot per job, each written by the one thread that ran it.
+  std::vector<std::exception_ptr> errors(count);
   auto worker = [&]() {
     while (!failed.load()) {
-      if (keep_going && !keep_going()) return;
       const std::size_t i = next.fetch_add(1);
       if (i >= count) return;
       try {
         job(i);
       } catch (...) {
-        std::lock_guard<std::mutex> guard(error_mutex);
-        if (!error) error = std::current_exception();
+        errors[i] = std::current_exception();
         failed.store(true);
       }
     }
@@ -37,7 +33,8 @@ void run_jobs(std::size_t count, unsigned threads, const std::function<void(std:
     for (std::size_t t = 0; t < n; ++t) pool.emplace_back(worker);
     for (std::thread& t : pool) t.join();
   }
-  if (error) std::rethrow_exception(error);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace epsim

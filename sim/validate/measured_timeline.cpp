@@ -28,7 +28,7 @@ const char* type_name(const json& j) { return j.type_name(); }
 void expect_keys(const json& object, std::initializer_list<const char*> keys, const std::string& file,
                  const std::string& place) {
   if (!object.is_object()) throw InputError(file, place, std::string("expected an object, found ") + type_name(object));
-  bool all = object.size() == keys.size();
+  const bool all = object.size() == keys.size();
   for (const char* key : keys) {
     if (object.contains(key)) continue;
     throw InputError(file, place, "missing key '" + std::string(key) + "'");
