@@ -183,17 +183,18 @@ std::size_t FlowNetwork::active_flows() const {
 }
 
 FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
-                               double rate_cap_GBps, DoneCallback on_done, const void* end_hint) {
+                               double rate_cap_GBps, DoneCallback on_done, EndHints end_hints) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw std::invalid_argument("FlowNetwork: flow bytes must be >= 0");
   if (latency_ps < 0) throw std::invalid_argument("FlowNetwork: negative flow latency");
-  if (links.size() > 0xffff) throw std::invalid_argument("FlowNetwork: too many links in one flow");
+  // (Below 0xffff, so that a flow's bounds, one a link and one for its cap, count in 16 bits.)
+  if (links.size() >= 0xffff) throw std::invalid_argument("FlowNetwork: too many links in one flow");
   if (!(rate_cap_GBps > 0)) throw std::invalid_argument("FlowNetwork: flow rate cap must be > 0");
   // Every link must exist (link_at's check, in line: a wide layer starts half a million flows).
   for (LinkId l : links)
     if (static_cast<unsigned>(l) >= links_.size()) link_at(l);  // (a negative id wraps past the end)
   flows_started_ = true;
   const auto coarse_id = coarse([&](auto& model) {
-    return model.start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done), end_hint);
+    return model.start_flow(links, bytes, latency_ps, rate_cap_GBps, std::move(on_done), end_hints);
   });
   if (coarse_id) return *coarse_id;
 

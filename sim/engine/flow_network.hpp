@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "sim/core/time.hpp"
+#include "sim/engine/end_hints.hpp"
 #include "sim/engine/event_queue.hpp"
 #include "sim/engine/group_sharing.hpp"
 #include "sim/engine/per_link_sharing.hpp"
@@ -115,12 +116,11 @@ class FlowNetwork {
   /// Starts a flow now: after `latency_ps` it moves `bytes` (> 0, or 0 for a pure-latency message)
   /// over `links` (may be empty: then only the latency and the cap apply) at its max-min fair share,
   /// never above `rate_cap_GBps`. `on_done` runs at completion. A flow over no links with no cap
-  /// completes after its latency. `end_hint`, where not null, is an address `on_done` reads first:
-  /// the coarse models (per_link, local, coupled) request it a little before the call (a wide
-  /// layer's flows end in scattered order, and each callback's first read is a miss otherwise);
-  /// it changes no result.
+  /// completes after its latency. `end_hints` name what `on_done` reads first
+  /// (end_hints.hpp): the coarse models (per_link, local, coupled) request it a little before the
+  /// call; it changes no result.
   FlowId start_flow(const std::vector<LinkId>& links, double bytes, Time_ps latency_ps,
-                    double rate_cap_GBps, DoneCallback on_done, const void* end_hint = nullptr);
+                    double rate_cap_GBps, DoneCallback on_done, EndHints end_hints = {});
 
   /// Current rate of an active flow in GB/s (0 while it is still in its latency phase, and for a
   /// finished or unknown id). Rates are re-solved by an event at the current time, once for all the

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sim/core/time.hpp"
+#include "sim/engine/end_hints.hpp"
 #include "sim/engine/event_queue.hpp"
 
 namespace epsim {
@@ -36,11 +37,13 @@ class FlowTable {
   struct alignas(64) Flow {
     DoneCallback on_done;
     Time_ps started_ps = 0;
-    /// What the callback will read first (open's end_hint), or null: requested when the flow's
-    /// last bound is found met, it arrives while the model settles before the callback runs.
-    const void* end_hint = nullptr;
+    /// What the callback will read first (open's end_hints): requested when the flow's last bound
+    /// is found met, it arrives while the model settles before the callback runs.
+    EndHints end_hints;
     std::uint32_t generation = 1;
-    std::int32_t bounds_left = 0;  ///< bounds (links, groups, a cap) not met yet
+    /// Bounds (links, groups, a cap) not met yet: at most one a link and one for its cap, and a
+    /// flow crosses fewer than 0xffff links (FlowNetwork::start_flow).
+    std::uint16_t bounds_left = 0;
     bool active = false;
     /// Its latency has passed: PerLinkSharing's flag. GroupSharing keeps its own in its FlowPath,
     /// the line its entry touches, and leaves this one false.
@@ -64,11 +67,15 @@ class FlowTable {
   /// first is requested too.
   void prefetch_end(std::int32_t slot) const {
     const Flow& f = flows_[static_cast<std::size_t>(slot)];
-    if (f.bounds_left == 1 && f.end_hint != nullptr) __builtin_prefetch(f.end_hint);
+    if (f.bounds_left != 1) return;
+    if (f.end_hints.first != nullptr) __builtin_prefetch(f.end_hints.first);
+    if (f.end_hints.then != nullptr) __builtin_prefetch(f.end_hints.then);
   }
   /// The slot the next open() takes if one is free, else -1: a model that starts flows in bursts
   /// requests it (and its own entry for it) one flow ahead.
-  std::int32_t next_free() const { return free_slots_.empty() ? -1 : free_slots_.back(); }
+  std::int32_t next_free(std::size_t later = 0) const {
+    return free_slots_.size() <= later ? -1 : free_slots_[free_slots_.size() - 1 - later];
+  }
 
   /// Throws TimeOverflow unless a flow started now with `latency_ps` would enter within the horizon:
   /// the queue's own check, made here since the flow waits in a list rather than as an event.
@@ -78,8 +85,8 @@ class FlowTable {
                          " s from now is beyond the simulation horizon of 1e+06 s (1e18 ps)");
   }
   /// A slot for a flow started now; the model fills what it keeps of the flow, then calls wait().
-  /// `end_hint`: an address the callback reads first, or null (FlowNetwork::start_flow).
-  std::int32_t open(DoneCallback&& on_done, const void* end_hint = nullptr) {
+  /// `end_hints`: what the callback reads first (FlowNetwork::start_flow).
+  std::int32_t open(DoneCallback&& on_done, EndHints end_hints = {}) {
     std::int32_t slot;
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
@@ -90,7 +97,7 @@ class FlowTable {
     }
     Flow& f = flows_[static_cast<std::size_t>(slot)];
     f.on_done = std::move(on_done);
-    f.end_hint = end_hint;
+    f.end_hints = end_hints;
     f.started_ps = queue_.now_ps();
     f.active = true;
     f.transferring = false;

@@ -18,6 +18,9 @@ namespace epsim {
 
 namespace {
 
+/// A burst of flows' starts requests the slots of the next flow and of the one this many after it.
+constexpr std::size_t kStartAhead = 3;
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// A flow that ends on entering, its one bound: nothing to move, or no group and no cap to bound it.
@@ -72,7 +75,7 @@ std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap
 
 GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
                                               double rate_cap_GBps, DoneCallback&& on_done,
-                                              const void* end_hint) {
+                                              EndHints end_hints) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
@@ -107,7 +110,7 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
                    : coupled_class_of(found[s].group, mask[s], cap,
                                       s == 0 ? ClassRef{-1, -1} : ClassRef{found[s - 1].group, found[s - 1].cls});
   }
-  const std::int32_t slot = table_.open(std::move(on_done), end_hint);
+  const std::int32_t slot = table_.open(std::move(on_done), end_hints);
   if (paths_.size() < table_.slots()) paths_.emplace_back();
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   // More groups than fit in the path spill to the pool; a slot keeps its room there for its later
@@ -126,12 +129,14 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   // touches the path alone: one for a flow that ends on entering or crosses no group (its cap
   // bounds it), else one a group.
   table_[slot].bounds_left =
-      ends_on_entering(bytes, count, cap) || count == 0 ? 1 : static_cast<std::int32_t>(count);
+      ends_on_entering(bytes, count, cap) || count == 0 ? 1 : static_cast<std::uint16_t>(count);
   // A kernel starts its flows in a burst (a GPU's RDMA flows to every other node at once), each in a
   // slot freed long ago: the next one's entry and path are requested now, to be written next.
-  if (const std::int32_t next = table_.next_free(); next >= 0) {
-    table_.prefetch(next);
-    if (static_cast<std::size_t>(next) < paths_.size()) __builtin_prefetch(&paths_[static_cast<std::size_t>(next)], 1);
+  for (const std::size_t later : {std::size_t{0}, kStartAhead}) {
+    if (const std::int32_t next = table_.next_free(later); next >= 0) {
+      table_.prefetch(next);
+      if (static_cast<std::size_t>(next) < paths_.size()) __builtin_prefetch(&paths_[static_cast<std::size_t>(next)], 1);
+    }
   }
   const FlowId id = table_.id_of(slot);
   table_.wait(slot, latency_ps);
@@ -360,6 +365,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   // other events run (as in PerLinkSharing::schedule_link).
   table_.prefetch(next);
   g.next_slot = next;
+  g.next_end = &first->ends.front();
   if (g.event != 0 && queue_.reschedule(g.event, at)) return;
   g.event = queue_.schedule(at, [this, gi] { group_event(gi); });
 }
@@ -368,8 +374,11 @@ void GroupSharing::group_event(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   g.event = 0;
   // The flow that ends first was requested when the event was scheduled, long ago at a wide
-  // layer's pace: again now, so that it arrives while the group's clock moves.
-  if (g.next_slot >= 0) table_.prefetch(g.next_slot);
+  // layer's pace: again now, with its end, so that both arrive while the group's clock moves.
+  if (g.next_slot >= 0) {
+    table_.prefetch(g.next_slot);
+    __builtin_prefetch(g.next_end);
+  }
   advance(gi);
   ended_.clear();
   emptied_.clear();

@@ -92,7 +92,7 @@ class GroupSharing {
   /// max-min rate for it, never above `rate_cap_GBps` (infinite: no cap). The callers (FlowNetwork)
   /// check the arguments. `on_done` runs from an event, never inside start_flow.
   FlowId start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps, double rate_cap_GBps,
-                    DoneCallback&& on_done, const void* end_hint = nullptr);
+                    DoneCallback&& on_done, EndHints end_hints = {});
 
   /// The rate a flow moves at now, GB/s: the smallest rate of the groups still carrying it (its cap
   /// if it crosses none); 0 in its latency phase, once it ended, and for an unknown id.
@@ -201,6 +201,9 @@ class GroupSharing {
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
     std::int32_t next_slot = -1;      ///< the flow of that end, as scheduled
+    /// Where that end is kept, in its class's ends: requested with the flow's entry when the event
+    /// comes, so that the two misses overlap (it was read only once the class's line had come in).
+    const LinkEnd* next_end = nullptr;
     /// Its links carrying flows, as last solved (bits of links): the others carry nothing, and
     /// an event of a group whose one class takes two of its four links reads those two alone.
     std::uint32_t loaded = 0;

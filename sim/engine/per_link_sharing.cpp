@@ -41,11 +41,11 @@ void PerLinkSharing::add_link(double capacity_GBps) {
 
 PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps,
                                                   double rate_cap_GBps, DoneCallback&& on_done,
-                                                  const void* end_hint) {
+                                                  EndHints end_hints) {
   table_.check_latency(latency_ps);
   if (links.size() > std::numeric_limits<std::uint16_t>::max())
     throw std::length_error("PerLinkSharing: a route of " + std::to_string(links.size()) + " links");
-  const std::int32_t slot = table_.open(std::move(on_done), end_hint);
+  const std::int32_t slot = table_.open(std::move(on_done), end_hints);
   if (paths_.size() < table_.slots()) paths_.emplace_back();
   FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   if (links.size() > path.hop_capacity) {  // the old segment is abandoned; slots rarely grow
@@ -85,7 +85,7 @@ void PerLinkSharing::enter_transfer(std::int32_t slot) {
   FlowTable<PerLinkSharing>::Flow& f = table_[slot];
   const FlowPath& path = paths_[static_cast<std::size_t>(slot)];
   f.transferring = true;
-  std::int32_t& bounds_left = f.bounds_left;
+  std::uint16_t& bounds_left = f.bounds_left;
   bounds_left = 0;
   if (path.bytes <= kDoneBytes || (path.hop_count == 0 && std::isinf(path.cap))) {
     bounds_left = 1;

@@ -53,7 +53,7 @@ class PerLinkSharing {
   /// share, and at most `rate_cap_GBps` (infinite: no cap). The callers (FlowNetwork) check the
   /// arguments. `on_done` runs from an event, never inside start_flow.
   FlowId start_flow(const std::vector<int>& links, double bytes, Time_ps latency_ps, double rate_cap_GBps,
-                    DoneCallback&& on_done, const void* end_hint = nullptr);
+                    DoneCallback&& on_done, EndHints end_hints = {});
 
   /// The rate a flow moves at now, GB/s: the smallest share among the links still carrying it and its
   /// cap; 0 in its latency phase, once it ended, and for an unknown id.

@@ -114,8 +114,8 @@ void AllToAllV::launch(int id) {
     return;
   }
   // The hop holds what the message's record needs; it is read again at the end, where the hop is
-  // touched anyway. That end comes at a scattered time, a miss: the engine is told to request the
-  // hop a little before (end_hint).
+  // touched anyway. That end comes at a scattered time, a miss, and so is the list of the hops it
+  // feeds, read next: the engine is told to request both a little before (end_hints.hpp).
   context_.send_ep_message(
       hop.from, hop.to, hop.bytes,
       [this, id](Time_ps start, Time_ps end) {
@@ -126,7 +126,7 @@ void AllToAllV::launch(int id) {
         context_.record_message(h.from, h.to, pass_, hop_name(h), h.bytes, start, end);
         if (done) hop_done(id);
       },
-      &hop);
+      EndHints{&hop, hop.feeds_begin < hop.feeds_end ? &shape_->feeds()[hop.feeds_begin] : nullptr});
 }
 
 void AllToAllV::hop_moved(int id) {

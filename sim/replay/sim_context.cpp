@@ -106,11 +106,11 @@ void SimContext::ep_message(int src, int dst, double payload_bytes, Pass pass, s
 }
 
 void SimContext::send_ep_message(int src, int dst, double payload_bytes, FlowNetwork::DoneCallback on_end,
-                                 const void* end_hint) {
+                                 EndHints end_hints) {
   const double wire_bytes = payload_bytes / message_efficiency(src, dst, payload_bytes);
   topology_.ep_route(src, dst, route_);
   network_.start_flow(route_, wire_bytes, topology_.ep_latency_ps(src, dst), FlowNetwork::kNoRateCap,
-                      std::move(on_end), end_hint);
+                      std::move(on_end), end_hints);
 }
 
 void SimContext::record_message(int src, int dst, Pass pass, std::string name, double payload_bytes,

@@ -58,10 +58,10 @@ class SimContext {
   /// The same message, recorded by the caller: `on_end(start, end)` runs when it has arrived, and is
   /// to call record_message. A caller that keeps each message's fields anyway (AllToAllV's hops)
   /// sends this way, so that nothing is held here for the message (a wide layer sends millions, and
-  /// each record of its own was one more cache miss at its end). `end_hint`: what `on_end` reads
-  /// first (FlowNetwork::start_flow), or null.
+  /// each record of its own was one more cache miss at its end). `end_hints`: what `on_end` reads
+  /// first (FlowNetwork::start_flow).
   void send_ep_message(int src, int dst, double payload_bytes, FlowNetwork::DoneCallback on_end,
-                       const void* end_hint = nullptr);
+                       EndHints end_hints = {});
   /// Records an EP message that ran from `start_ps` to `end_ps` (on src's NVLink or NIC track).
   void record_message(int src, int dst, Pass pass, std::string name, double payload_bytes, Time_ps start_ps,
                       Time_ps end_ps);

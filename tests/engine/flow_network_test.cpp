@@ -264,6 +264,8 @@ TEST_CASE("FlowNetwork: bad arguments") {
   CHECK_THROWS_AS(net.start_flow({l}, -1, 0, kNoCap, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(net.start_flow({l}, 1, -1, kNoCap, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(net.start_flow({l}, 1, 0, 0, nullptr), std::invalid_argument);
+  // A flow crosses fewer than 0xffff links: its bounds (one a link, one for a cap) count in 16 bits.
+  CHECK_THROWS_AS(net.start_flow(std::vector<LinkId>(0xffff, l), 1, 0, kNoCap, nullptr), std::invalid_argument);
   CHECK(net.active_flows() == 0);
 }
 

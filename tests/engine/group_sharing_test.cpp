@@ -186,7 +186,10 @@ TEST_CASE("an end hint is only requested: flows end as without it, in every shar
       const LinkId a = net.add_link("A", kBytePerPs_GBps, 1);
       const LinkId b = net.add_link("B", kBytePerPs_GBps, 2);
       Ends ends(3);
-      const auto hint = [&](int k) { return hints ? static_cast<const void*>(&hinted[k]) : nullptr; };
+      // Both of a flow's hints: what its callback reads first, and then.
+      const auto hint = [&](int k) {
+        return hints ? epsim::EndHints{&hinted[k], &hinted[(k + 1) % 3]} : epsim::EndHints{};
+      };
       net.start_flow({a, b}, 1500, 0, kNoCap, ends.at(0), hint(0));
       net.start_flow({a}, 500, 0, kNoCap, ends.at(1), hint(1));
       q.schedule(1000, [&] { net.start_flow({b}, 10000, 0, kNoCap, ends.at(2), hint(2)); });
@@ -197,6 +200,7 @@ TEST_CASE("an end hint is only requested: flows end as without it, in every shar
     CHECK(ended[1] == ended[0]);
     if (mode == Mode::local) CHECK(ended[1] == std::vector<Time_ps>{2000, 1000, 11500});
     CHECK(hinted[0] == 1.5);
+    CHECK(hinted[1] == 2.5);
     CHECK(hinted[2] == 3.5);
   }
 }
