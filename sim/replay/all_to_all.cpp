@@ -53,6 +53,7 @@ void AllToAllV::prepare(double bytes_per_unit) {
     hop.feeds_begin = static_cast<std::uint32_t>(feed_offsets[h]);
     hop.feeds_end = static_cast<std::uint32_t>(feed_offsets[h + 1]);
     hop.by_copy_engine = spec.by_copy_engine;
+    hop.alone = spec.inputs == 0;
     pending_[h] = spec.pending;
     left_[h] = spec.inputs + 1;  // its own bytes are one more input
     if (spec.first) {
@@ -114,19 +115,22 @@ void AllToAllV::launch(int id) {
     return;
   }
   // The hop holds what the message's record needs; it is read again at the end, where the hop is
-  // touched anyway. That end comes at a scattered time, a miss, and so is the list of the hops it
-  // feeds, read next: the engine is told to request both a little before (end_hints.hpp).
+  // touched anyway. That end comes at a scattered time, a miss, and so is what is read next: the
+  // list of the hops it feeds, or the count of the hops that feed it (no hop has both: a dispatch's
+  // RDMA hop feeds its forwards, a forward is fed; a combine's NVLink hop feeds its node's sum, the
+  // sum is fed). The engine is told to request the hop and that a little before (end_hints.hpp).
   context_.send_ep_message(
       hop.from, hop.to, hop.bytes,
       [this, id](Time_ps start, Time_ps end) {
-        // Its count and the first hop it feeds are requested at once, not one after the record.
-        const bool done = --left_[static_cast<std::size_t>(id)] == 0;
+        // A hop fed by no other ends with its message, its count unread.
         const Hop& h = hops_[static_cast<std::size_t>(id)];
-        if (h.feeds_begin < h.feeds_end) __builtin_prefetch(&shape_->feeds()[h.feeds_begin]);
+        const bool done = h.alone || --left_[static_cast<std::size_t>(id)] == 0;
         context_.record_message(h.from, h.to, pass_, hop_name(h), h.bytes, start, end);
         if (done) hop_done(id);
       },
-      EndHints{&hop, hop.feeds_begin < hop.feeds_end ? &shape_->feeds()[hop.feeds_begin] : nullptr});
+      EndHints{&hop, hop.feeds_begin < hop.feeds_end ? static_cast<const void*>(&shape_->feeds()[hop.feeds_begin])
+                     : hop.alone                   ? nullptr
+                                                   : &left_[static_cast<std::size_t>(id)]});
 }
 
 void AllToAllV::hop_moved(int id) {

@@ -72,6 +72,8 @@ class AllToAllV {
     std::uint32_t feeds_begin = 0;  ///< the hops it feeds: the shape's feeds()[feeds_begin, feeds_end)
     std::uint32_t feeds_end = 0;
     bool by_copy_engine = false;
+    /// It passes on no other hop's bytes: its own end is its last, and its count is never read.
+    bool alone = false;
   };
   static_assert(sizeof(Hop) == 32, "a hop never straddles two cache lines");
   /// One rank's part. A plan may have hundreds of thousands of stages, each an AllToAllV, most of
