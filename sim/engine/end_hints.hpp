@@ -3,8 +3,9 @@
 //
 // Why: a wide layer's flows end in scattered order, long after they started, so each callback's
 // first reads are cache misses, one after the other: an EP message's hop, then the list of the hops
-// it feeds. Requested together when the flow's last bound is found met, they arrive while the model
-// settles the group; the hints change no result.
+// it feeds or the count of those that feed it (AllToAllV::launch). Requested together when the
+// flow's last bound is found met, they arrive while the model settles the group; the hints change
+// no result.
 #pragma once
 
 namespace epsim {

@@ -71,8 +71,9 @@ class FlowTable {
     if (f.end_hints.first != nullptr) __builtin_prefetch(f.end_hints.first);
     if (f.end_hints.then != nullptr) __builtin_prefetch(f.end_hints.then);
   }
-  /// The slot the next open() takes if one is free, else -1: a model that starts flows in bursts
-  /// requests it (and its own entry for it) one flow ahead.
+  /// The slot that the open() `later` calls after the next one takes, if that many slots are free,
+  /// else -1: a model that starts flows in bursts requests them (and its own entries for them)
+  /// ahead.
   std::int32_t next_free(std::size_t later = 0) const {
     return free_slots_.size() <= later ? -1 : free_slots_[free_slots_.size() - 1 - later];
   }

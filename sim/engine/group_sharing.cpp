@@ -131,7 +131,9 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
   table_[slot].bounds_left =
       ends_on_entering(bytes, count, cap) || count == 0 ? 1 : static_cast<std::uint16_t>(count);
   // A kernel starts its flows in a burst (a GPU's RDMA flows to every other node at once), each in a
-  // slot freed long ago: the next one's entry and path are requested now, to be written next.
+  // slot freed long ago: the next one's entry and path are requested now, to be written next, and
+  // those of the one kStartAhead after it (a start is a few hundred instructions, too few to hide
+  // a miss requested one flow ahead).
   for (const std::size_t later : {std::size_t{0}, kStartAhead}) {
     if (const std::int32_t next = table_.next_free(later); next >= 0) {
       table_.prefetch(next);
