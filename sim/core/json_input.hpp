@@ -35,8 +35,9 @@ std::string json_excerpt(const nlohmann::json& value);
 std::int64_t json_integer(const nlohmann::json& value, std::int64_t lo, std::int64_t hi, const std::string& file,
                           const std::string& place);
 
-/// The integer `value` if it is one in [lo, hi] (by the rule of json_integer), else nothing: for
-/// readers that word their own message.
+/// The integer `value` if it is one in [lo, hi] (by the rule of json_integer), else nothing, without
+/// an exception: for readers that word their own message, and for those that spell a value's place
+/// only once it is found wrong (json_integer then gives the message).
 std::optional<std::int64_t> json_integer_if(const nlohmann::json& value, std::int64_t lo, std::int64_t hi);
 
 /// The finite number `value` in [lo, hi]; otherwise InputError(file, place, ...).

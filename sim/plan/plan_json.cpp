@@ -48,19 +48,12 @@ class PlanReader {
   const json& array(const json& object, const char* key, const std::string& path) const {
     return json_array(member(object, key, path), file_, at(key_path(path, key)));
   }
-  /// The integer at `object[key]` in [lo, hi] (hi >= 0).
+  /// The integer at `object[key]` in [lo, hi].
   template <typename Path>
   std::int64_t integer(const json& object, const char* key, const Path& path, std::int64_t lo, std::int64_t hi) const {
     const json& value = member(object, key, path);
-    if (value.is_number_unsigned()) {
-      const auto u = value.get<std::uint64_t>();
-      if (u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo) return static_cast<std::int64_t>(u);
-    } else if (value.is_number_integer()) {
-      const auto v = value.get<std::int64_t>();
-      if (v >= lo && v <= hi) return v;
-    }
-    // An integral fraction, or a defect: json_integer's rule and message.
-    return json_integer(value, lo, hi, file_, at(key_path(path, key)));
+    if (const std::optional<std::int64_t> v = json_integer_if(value, lo, hi)) return *v;
+    return json_integer(value, lo, hi, file_, at(key_path(path, key)));  // (throws: the defect's message)
   }
   template <typename Path>
   int small(const json& object, const char* key, const Path& path, int lo = -1) const {

@@ -106,14 +106,8 @@ class EventReader {
   /// The integer in [0, hi] (json_integer's rule and error).
   std::int64_t integer(Key key, std::int64_t hi) const {
     const json& v = *members_[key];
-    if (v.is_number_unsigned()) {
-      const std::uint64_t u = v.get<std::uint64_t>();
-      if (u <= static_cast<std::uint64_t>(hi)) return static_cast<std::int64_t>(u);
-    } else if (v.is_number_integer()) {
-      const std::int64_t x = v.get<std::int64_t>();
-      if (x >= 0 && x <= hi) return x;
-    }
-    return json_integer(v, 0, hi, file_, at(std::string(".") + kKeys[key]));
+    if (const std::optional<std::int64_t> x = json_integer_if(v, 0, hi)) return *x;
+    return json_integer(v, 0, hi, file_, at(std::string(".") + kKeys[key]));  // (throws)
   }
   /// A non-empty string (text's rule and error).
   const std::string& name_of(Key key) const {

@@ -60,8 +60,30 @@ TEST_CASE("json_integer: integers and integral floats in range, fractions, strin
                        InputError);
   CHECK_THROWS_WITH_AS(json_integer(json::array({1}), 0, 10, "f", "k"), "f:k: expected an integer, found an array",
                        InputError);
+  // An integral float outside the range, converted first, is shown as the integer it is.
+  CHECK_THROWS_WITH_AS(json_integer(json(12.0), 0, 10, "f", "k"), "f:k: value 12 outside [0, 10]", InputError);
   CHECK(json_integer_if(json(3.0), 0, 3) == 3);
   CHECK_FALSE(json_integer_if(json(3.5), 0, 3).has_value());
+}
+
+TEST_CASE("json_integer_if takes exactly what json_integer takes, the same value") {
+  const json values[] = {json(0), json(5), json(-3), json(11), json(9223372036854775807ull),
+                         json(9223372036854775808ull), json(3.0), json(-2.0), json(2.5), json(1e300),
+                         json(-9223372036854775807.0 - 1.0), json(9223372036854775808.0), json("4"),
+                         json(true), json(nullptr), json::array({1}), json::object()};
+  const std::int64_t ranges[][2] = {{0, 10}, {-5, 5}, {INT64_MIN, INT64_MAX}, {0, 0}};
+  for (const json& v : values) {
+    for (const auto& r : ranges) {
+      INFO(v.dump() << " in [" << r[0] << ", " << r[1] << "]");
+      const std::optional<std::int64_t> quiet = json_integer_if(v, r[0], r[1]);
+      try {
+        const std::int64_t loud = json_integer(v, r[0], r[1], "f", "k");
+        CHECK(quiet == loud);
+      } catch (const InputError&) {
+        CHECK_FALSE(quiet.has_value());
+      }
+    }
+  }
 }
 
 TEST_CASE("json_excerpt: bounded, whatever the value") {
