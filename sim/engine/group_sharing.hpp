@@ -203,6 +203,7 @@ class GroupSharing {
     std::int32_t next_slot = -1;      ///< the flow of that end, as scheduled
     /// Where that end is kept, in its class's ends: requested with the flow's entry when the event
     /// comes, so that the two misses overlap (it was read only once the class's line had come in).
+    /// Only requested, never read: an address left stale by a change to the class is harmless.
     const LinkEnd* next_end = nullptr;
     /// Its links carrying flows, as last solved (bits of links): the others carry nothing, and
     /// an event of a group whose one class takes two of its four links reads those two alone.
