@@ -58,19 +58,19 @@ void GroupSharing::couple_group_of(int link) {
     throw std::out_of_range("GroupSharing: no link " + std::to_string(link));
   if (!coupled_) throw std::logic_error("GroupSharing: groups follow only in the coupled model");
   if (table_.slots() > 0) throw std::logic_error("GroupSharing: groups are coupled before the first flow");
-  coupling_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows = true;
+  groups_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows = true;
 }
 
 bool GroupSharing::follows(int link) const {
   if (link < 0 || static_cast<std::size_t>(link) >= links_.size())
     throw std::out_of_range("GroupSharing: no link " + std::to_string(link));
-  return coupled_ && coupling_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows;
+  return coupled_ && groups_[static_cast<std::size_t>(links_[static_cast<std::size_t>(link)].group)].follows;
 }
 
 std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask, double cap, ClassRef leader) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (!gc.follows) leader = ClassRef{-1, -1};
+  if (!g.follows) leader = ClassRef{-1, -1};
   const auto same = [&](std::int32_t c) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     return k.mask == mask && k.cap == cap;
@@ -92,14 +92,13 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   g.classes.back().mask = mask;
   g.classes.back().cap = cap;
   gc.classes.emplace_back();
-  gc.classes.back().leader = leader;
-  gc.front_at.push_back(std::numeric_limits<double>::infinity());
+  gc.front_at.push_back(kNoFront);
   gc.clock_at.push_back(queue_.now_ps());
   gc.end_at.push_back(kNoEnd);
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
-    lc.leads = true;
+    groups_[static_cast<std::size_t>(leader.group)].leads = true;
     lc.classes[static_cast<std::size_t>(leader.cls)].followers.push_back(ClassRef{gi, cls});
     // Its leader's rate now, while the leader has flows (a leader with flows entering now tells it
     // again once solved).
@@ -222,9 +221,13 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   // flows is never held: drop_emptied cleared its flag.)
   double load[kMaxGroupLinks] = {};
   std::uint32_t flows[kMaxGroupLinks] = {};
+  // Every class's end is worked out again: the pass finds the first (note_end, in class order).
+  gc.first = -1;
+  gc.first_known = true;
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
+    cp.rate = k.rate;
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
     reckon_end(g, gc, c);
     add_load(k, load, flows);
@@ -239,6 +242,7 @@ inline void GroupSharing::take_cap(Group& g, GroupCoupling& gc, std::int32_t c) 
   Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
   fold_clock(g, gc, c);  // (at the rate it ran at)
   k.rate = cap_of(gc, static_cast<std::size_t>(c), k);
+  cp.rate = k.rate;
   cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
   reckon_end(g, gc, c);
 }
@@ -357,8 +361,8 @@ void GroupSharing::room_left(Group& g, GroupCoupling& gc, const Class& c) {
 }
 
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
+  if (!groups_[static_cast<std::size_t>(gi)].follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (!gc.follows) return;
   Coupling& cp = gc.classes[static_cast<std::size_t>(cls)];
   if (cp.active) return;
   cp.active = true;
@@ -367,19 +371,17 @@ void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
 }
 
 void GroupSharing::drop_emptied(std::int32_t gi) {
+  if (emptied_.empty() || !groups_[static_cast<std::size_t>(gi)].follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (!gc.follows) return;
-  const Group& g = groups_[static_cast<std::size_t>(gi)];
-  const auto emptied = [&](std::int32_t c) { return g.classes[static_cast<std::size_t>(c)].ends.empty(); };
-  for (const std::int32_t c : gc.active) {
-    if (!emptied(c)) continue;
+  // The event names the classes it emptied (emptied_, one or two of the group's dozens): they
+  // leave both lists, which keep their order, without a pass that reads every class's line.
+  for (const std::int32_t c : emptied_) {
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.active = false;
     cp.leader_bound = false;  // (tell_followers reads it, and solves no longer visit the class)
+    gc.active.erase(std::lower_bound(gc.active.begin(), gc.active.end(), c));  // (sorted)
+    gc.order.erase(std::find(gc.order.begin(), gc.order.end(), c));
   }
-  // Stable, so that both lists keep their order.
-  gc.active.erase(std::remove_if(gc.active.begin(), gc.active.end(), emptied), gc.active.end());
-  gc.order.erase(std::remove_if(gc.order.begin(), gc.order.end(), emptied), gc.order.end());
 }
 
 void GroupSharing::keep_rates(std::int32_t gi) {
@@ -387,7 +389,7 @@ void GroupSharing::keep_rates(std::int32_t gi) {
   if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
   // A following group's classes without flows have none before the solve and none after: its
   // classes with flows alone are kept and told about (a relay's hundreds of classes).
-  if (coupling_[static_cast<std::size_t>(gi)].follows) {
+  if (g.follows) {
     for (const std::int32_t c : coupling_[static_cast<std::size_t>(gi)].active)
       old_rates_[static_cast<std::size_t>(c)] = g.classes[static_cast<std::size_t>(c)].rate;
     return;
@@ -398,7 +400,7 @@ void GroupSharing::keep_rates(std::int32_t gi) {
 void GroupSharing::tell_followers(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (gc.follows) {
+  if (g.follows) {
     for (const std::int32_t c : gc.active) tell_class(g, gc, static_cast<std::size_t>(c));
     return;
   }
@@ -413,23 +415,25 @@ void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size
   if (rate == old_rates_[c]) return;
   // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
   const double lead = k.ends.empty() ? kInf : k.rate;
+  // Each follower's record is in another group, a miss each: all are requested first, so that
+  // they come in together (a sender's class has a few to a few dozen followers).
   for (const ClassRef f : cp.followers) {
     GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
     Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
     fc.leader_rate = lead;
     // (A follower without flows reads its cap when flows join it, by a full solve.) Whether it has
-    // flows is in the record just written (`active`, kept from a following class's first flow's
-    // entry to the event that ends its last): a sender's followers are often done with it, and
-    // their class lines, one each, were read only to learn so.
+    // flows, and its rate, are in the record just written (`active`, kept from a following class's
+    // first flow's entry to the event that ends its last, and `rate`): a sender's followers are
+    // often done with it, and their class lines, one each, were read only to learn so.
     assert(fc.active == !groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].ends.empty());
     if (!fc.active) continue;
-    const Class& fk = groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)];
+    assert(fc.rate == groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].rate);
     if (fgc.room) note_recapped(fgc, f.cls);
     // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its
     // leader held, or one whose new cap is below its rate. Within the tolerance it moves at its
     // rate until its group's next event re-solves it with the cap written here.
-    if (fc.leader_bound ? std::abs(lead - fk.rate) <= kTellTolerance * fk.rate
-                        : !(lead < fk.rate * (1 - kTellTolerance)))
+    if (fc.leader_bound ? std::abs(lead - fc.rate) <= kTellTolerance * fc.rate
+                        : !(lead < fc.rate * (1 - kTellTolerance)))
       continue;
     // Without room, a class its leader held may take its new cap alone (recap_held); one the links
     // held is now held by its cap, which moves the level: a full solve.
@@ -448,8 +452,8 @@ void GroupSharing::release_followers(std::int32_t gi) {
   // the event was already empty before it: its followers hear nothing. Within kTellTolerance a
   // follower its leader held may still carry bytes its leader has sent, at the older, slower rate;
   // without its leader it takes them at its own pace.
+  if (!groups_[static_cast<std::size_t>(gi)].leads) return;
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (!gc.leads) return;
   for (const std::int32_t c : emptied_) {
     for (const ClassRef f : gc.classes[static_cast<std::size_t>(c)].followers) {
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];

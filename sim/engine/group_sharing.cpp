@@ -149,7 +149,7 @@ void GroupSharing::settle_entered() {
   for (const std::int32_t gi : dirty_) {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
-    double* const fronts = fronts_of(gi);
+    LinkEnd* const fronts = fronts_of(gi);
     for_each_class(gi, [this, fronts, &g](Class& c) {
       if (c.batch_begin == kNoBatch) return;
       c.ends.settle(c.batch_begin, settle_scratch_);
@@ -180,11 +180,11 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
       dirty_.push_back(seg.group);
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
-    if (coupled_) {
+    if (coupled_ && g.follows) {
       GroupCoupling& gc = coupling_[static_cast<std::size_t>(seg.group)];
       gc.room = false;  // (a flow joins: a full solve)
       gc.held = false;
-      if (gc.follows) fold_clock(g, gc, seg.cls);  // (its end is placed on the clock at now)
+      fold_clock(g, gc, seg.cls);  // (its end is placed on the clock at now)
       if (c.ends.empty()) class_joined(seg.group, seg.cls);
     }
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
@@ -224,11 +224,11 @@ void GroupSharing::solve(std::int32_t gi) {
     solve_local(gi);
     return;
   }
-  const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (gc.leads) keep_rates(gi);
-  if (gc.follows) solve_coupled(gi);
+  const Group& g = groups_[static_cast<std::size_t>(gi)];
+  if (g.leads) keep_rates(gi);
+  if (g.follows) solve_coupled(gi);
   else solve_local(gi);
-  if (gc.leads) tell_followers(gi);
+  if (g.leads) tell_followers(gi);
 }
 
 void GroupSharing::solve_local(std::int32_t gi) {
@@ -329,24 +329,33 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   const Time_ps now = queue_.now_ps();
   Time_ps at = kMaxTime_ps;
-  const Class* first = nullptr;  // the class whose earliest end comes first (the first such)
+  std::int32_t next = -1;             // the flow whose end comes first
+  const void* next_end = nullptr;     // where that end is kept, to be requested at the event
   if (fronts_of(gi) != nullptr) {
-    // A following group's ends are worked out as its classes change (reckon_end).
-    const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-    std::int32_t earliest = -1;
-    for (const std::int32_t c : gc.active) {
-      const Time_ps end = gc.end_at[static_cast<std::size_t>(c)];
-      if (end != kNoEnd && (earliest < 0 || end < at)) {
-        at = end;
-        earliest = c;
+    // A following group's ends are worked out as its classes change (reckon_end), and the first
+    // of them is kept as they are (note_end) unless it moved later.
+    GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+    if (!gc.first_known) {
+      gc.first = -1;
+      for (const std::int32_t c : gc.active) {
+        const Time_ps end = gc.end_at[static_cast<std::size_t>(c)];
+        if (end != kNoEnd && (gc.first < 0 || end < at)) {
+          at = end;
+          gc.first = c;
+        }
       }
+      gc.first_known = true;
     }
-    if (earliest >= 0) {
-      at = std::max(at, now);
-      first = &g.classes[static_cast<std::size_t>(earliest)];
+    if (gc.first >= 0) {
+      const std::size_t c = static_cast<std::size_t>(gc.first);
+      at = std::max(gc.end_at[c], now);
+      next = gc.front_at[c].slot;
+      // (Its class's line: the event reads it first, then its ends.)
+      next_end = &g.classes[c];
     }
   } else {
     // Any other group: its few classes, each on the group's clock.
+    const Class* first = nullptr;  // the class whose earliest end comes first (the first such)
     for (const Class& c : g.classes) {
       if (c.ends.empty()) continue;
       const double left = c.ends.front().at_bytes - c.clock_bytes - kDoneBytes;
@@ -356,8 +365,11 @@ void GroupSharing::schedule_group(std::int32_t gi) {
         first = &c;
       }
     }
+    if (first != nullptr) {
+      next = first->ends.front().slot;
+      next_end = &first->ends.front();
+    }
   }
-  const std::int32_t next = first == nullptr ? -1 : first->ends.front().slot;
   if (next < 0) {
     if (g.event != 0) queue_.cancel(g.event);
     g.event = 0;
@@ -367,7 +379,7 @@ void GroupSharing::schedule_group(std::int32_t gi) {
   // other events run (as in PerLinkSharing::schedule_link).
   table_.prefetch(next);
   g.next_slot = next;
-  g.next_end = &first->ends.front();
+  g.next_end = next_end;
   if (g.event != 0 && queue_.reschedule(g.event, at)) return;
   g.event = queue_.schedule(at, [this, gi] { group_event(gi); });
 }
@@ -384,8 +396,8 @@ void GroupSharing::group_event(std::int32_t gi) {
   advance(gi);
   ended_.clear();
   emptied_.clear();
-  double* const fronts = fronts_of(gi);
-  GroupCoupling* const coupling = coupled_ ? &coupling_[static_cast<std::size_t>(gi)] : nullptr;
+  LinkEnd* const fronts = fronts_of(gi);
+  GroupCoupling* const coupling = coupled_ && g.follows ? &coupling_[static_cast<std::size_t>(gi)] : nullptr;
   // A following group without room solves in full when flows leave it; one with room keeps it
   // (room_left): the classes left still fit.
   if (coupling != nullptr) coupling->held = false;

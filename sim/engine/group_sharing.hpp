@@ -137,20 +137,24 @@ class GroupSharing {
   };
   /// coupled: what a class follows and what follows it, parallel to Group::classes.
   struct Coupling {
-    ClassRef leader{-1, -1};           ///< the class of the group before it on its flows' route
     std::vector<ClassRef> followers;   ///< classes whose leader it is
     /// Its leader's rate as the leader last told it (bytes per ps); +inf while the leader has no
     /// flows. Kept here so that a solve reads its own group alone.
     double leader_rate = std::numeric_limits<double>::infinity();
+    /// A following class's rate as last solved (its Class's, copied): its leader's tell_class
+    /// reads it beside leader_rate, where the class's own line, in another group, cost a miss
+    /// for each follower of every move.
+    double rate = 0;
     bool leader_bound = false;         ///< its rate is its leader's, as last solved
     bool active = false;               ///< a following group's: in GroupCoupling::active
   };
+  // A solve reads the record of each class with flows: 48 bytes, so that four records take three lines.
+  static_assert(sizeof(Coupling) <= 48, "a coupling record stays within 48 bytes");
   /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
   struct GroupCoupling {
-    // Its flags first, and its per-link arrays last: every solve and event of a group reads the
-    // flags, and a following group's few solves that read the arrays read little else of it.
-    bool follows = false;             ///< its classes follow the groups before them
-    bool leads = false;               ///< some class of it has followers
+    // Its flags first, and its per-link arrays last: every solve and event of a following group
+    // reads the flags, and its few solves that read the arrays read little else of it. (Whether a
+    // group follows or leads is in Group.)
     bool queued = false;              ///< waiting in the cascade's list
     /// Its last solve found room on every link for every class at its cap, and no flow has entered
     /// since (one that left gave its demand back, room_left): a solve for moved caps alone then
@@ -173,11 +177,12 @@ class GroupSharing {
     /// The same classes, by cap as last solved; the caps move a little between solves, so an
     /// insertion sort keeps it in order at little more than a pass.
     std::vector<std::int32_t> order;
-    /// A following group's classes' earliest ends (each class's ends.front().at_bytes, +inf without
-    /// flows), parallel to Group::classes. Its event and its schedule compare every active class's
-    /// earliest end with its clock: in the classes' ends arrays that is a line each, hundreds at wide
-    /// EP, where here they sit side by side. Kept by refresh_front after every pop and batch.
-    std::vector<double> front_at;
+    /// A following group's classes' earliest ends (a copy of each class's ends.front(), kNoFront
+    /// without flows), parallel to Group::classes. Its event and its schedule compare every active
+    /// class's earliest end with its clock, and its schedule names that end's flow: in the classes'
+    /// ends arrays that is a line each, hundreds at wide EP, where here they sit side by side. Kept
+    /// by refresh_front after every pop and batch.
+    std::vector<LinkEnd> front_at;
     /// A following group's classes' clocks run on their own (`fold_clock`): each class's clock_bytes
     /// is as of its clock_at, and end_at is when its earliest end comes at its rate (kNoEnd
     /// without flows), both parallel to Group::classes. A class's clock moves only when its rate
@@ -186,6 +191,13 @@ class GroupSharing {
     /// a line each, hundreds at wide EP.
     std::vector<Time_ps> clock_at;
     std::vector<Time_ps> end_at;
+    /// The class with flows whose end_at comes first (the lowest index among ties, as a pass over
+    /// `active` finds it; -1 when none has flows), valid while first_known. A cascade re-solves a
+    /// following group half a million times in a wide layer, each moving a few classes: note_end
+    /// keeps this up to date from those moves, so that its schedule passes over the group's
+    /// classes only when the first one's end moved later.
+    std::int32_t first = -1;
+    bool first_known = false;
     /// With room or held: classes whose leader rate moved since the last solve.
     std::vector<std::int32_t> recapped;
     double demand[kMaxGroupLinks] = {};   ///< with room: what its classes take from each link
@@ -201,14 +213,21 @@ class GroupSharing {
     Time_ps clock_at_ps = 0;
     EventQueue::Handle event = 0;     ///< its next end
     std::int32_t next_slot = -1;      ///< the flow of that end, as scheduled
-    /// Where that end is kept, in its class's ends: requested with the flow's entry when the event
-    /// comes, so that the two misses overlap (it was read only once the class's line had come in).
-    /// Only requested, never read: an address left stale by a change to the class is harmless.
-    const LinkEnd* next_end = nullptr;
+    /// Where that end is kept, in its class's ends (in a following group, which keeps a copy in
+    /// front_at, its class's line, read first at its event): requested with the flow's entry when
+    /// the event comes, so that the two misses overlap (it was read only once the class's line had
+    /// come in). Only requested, never read: an address left stale by a change to the class is
+    /// harmless.
+    const void* next_end = nullptr;
     /// Its links carrying flows, as last solved (bits of links): the others carry nothing, and
     /// an event of a group whose one class takes two of its four links reads those two alone.
     std::uint32_t loaded = 0;
     bool dirty = false;               ///< joined by flows entering now; solved once, after them
+    /// coupled: its classes follow the groups before them (couple_group_of). Here, not in
+    /// GroupCoupling: every event of every group asks, and the coupling record's line cost a miss
+    /// for the nine groups in ten that do not follow.
+    bool follows = false;
+    bool leads = false;               ///< coupled: some class of it has followers
   };
   /// Where a link's state is: its group, and its place there.
   struct LinkPlace {
@@ -245,22 +264,22 @@ class GroupSharing {
   }
   friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
+  /// A following class's front_at while it has no flows.
+  static constexpr LinkEnd kNoFront{std::numeric_limits<double>::infinity(), 0, -1};
   /// A following group's front_at (GroupCoupling), or null for a group that keeps none.
-  double* fronts_of(std::int32_t group) {
-    if (!coupled_) return nullptr;
-    GroupCoupling& gc = coupling_[static_cast<std::size_t>(group)];
-    return gc.follows ? gc.front_at.data() : nullptr;
+  LinkEnd* fronts_of(std::int32_t group) {
+    if (!coupled_ || !groups_[static_cast<std::size_t>(group)].follows) return nullptr;
+    return coupling_[static_cast<std::size_t>(group)].front_at.data();
   }
   /// Class c's earliest end, which it must have: from `fronts` (fronts_of) where the group keeps
   /// them, else from its ends.
-  static double earliest_end(const double* fronts, const Group& group, const Class& c) {
-    return fronts != nullptr ? fronts[&c - group.classes.data()] : c.ends.front().at_bytes;
+  static double earliest_end(const LinkEnd* fronts, const Group& group, const Class& c) {
+    return fronts != nullptr ? fronts[&c - group.classes.data()].at_bytes : c.ends.front().at_bytes;
   }
   /// Class c's entry in `fronts` (fronts_of), if any, after its ends changed.
-  static void refresh_front(double* fronts, const Group& group, const Class& c) {
+  static void refresh_front(LinkEnd* fronts, const Group& group, const Class& c) {
     if (fronts == nullptr) return;
-    fronts[&c - group.classes.data()] =
-        c.ends.empty() ? std::numeric_limits<double>::infinity() : c.ends.front().at_bytes;
+    fronts[&c - group.classes.data()] = c.ends.empty() ? kNoFront : c.ends.front();
   }
   // ---- coupled (group_coupling.cpp) ----
   /// The class of `group` for a flow crossing `mask` under `cap` that follows `leader`.
@@ -273,7 +292,7 @@ class GroupSharing {
   template <class F>
   void for_each_class(std::int32_t group, F&& f) {
     Group& g = groups_[static_cast<std::size_t>(group)];
-    if (coupled_ && coupling_[static_cast<std::size_t>(group)].follows) {
+    if (coupled_ && g.follows) {
       for (const std::int32_t c : coupling_[static_cast<std::size_t>(group)].active)
         f(g.classes[static_cast<std::size_t>(c)]);
       return;
@@ -311,11 +330,26 @@ class GroupSharing {
     const std::size_t ci = static_cast<std::size_t>(c);
     const Class& k = g.classes[ci];
     if (k.ends.empty()) {
-      gc.end_at[ci] = kNoEnd;
+      note_end(gc, c, kNoEnd);
       return;
     }
-    const double left = gc.front_at[ci] - k.clock_bytes - kDoneBytes;
-    gc.end_at[ci] = gc.clock_at[ci] + (left > 0 ? checked_ceil_ps(left / k.rate, "a flow's transfer time") : 0);
+    const double left = gc.front_at[ci].at_bytes - k.clock_bytes - kDoneBytes;
+    note_end(gc, c, gc.clock_at[ci] + (left > 0 ? checked_ceil_ps(left / k.rate, "a flow's transfer time") : 0));
+  }
+  /// Following class c's end_at set to `end`, and the group's first class (GroupCoupling::first)
+  /// kept: a class whose end comes before the first's (or with it, at a lower index) is first
+  /// now; the first class's end moved later leaves the first unknown, for a pass to find.
+  static void note_end(GroupCoupling& gc, std::int32_t c, Time_ps end) {
+    Time_ps& at = gc.end_at[static_cast<std::size_t>(c)];
+    if (gc.first_known) {
+      if (c == gc.first) {
+        if (end > at) gc.first_known = false;
+      } else if (end != kNoEnd) {
+        const Time_ps first_at = gc.first < 0 ? kNoEnd : gc.end_at[static_cast<std::size_t>(gc.first)];
+        if (gc.first < 0 || end < first_at || (end == first_at && c < gc.first)) gc.first = c;
+      }
+    }
+    at = end;
   }
   /// A following group with room: one flow of class `c` left (its demand and its links settled).
   void room_left(Group& g, GroupCoupling& gc, const Class& c);
@@ -324,7 +358,8 @@ class GroupSharing {
   static void note_recapped(GroupCoupling& gc, std::int32_t cls);
   /// coupled: a following group's class gains its first flow (enter_transfer).
   void class_joined(std::int32_t group, std::int32_t cls);
-  /// coupled: a following group's classes that lost their last flow in its event leave its lists.
+  /// coupled: a following group's classes that lost their last flow in its event (emptied_) leave
+  /// its lists.
   void drop_emptied(std::int32_t group);
   /// Before a leading group's solve: its classes' rates (-1 for a class without flows).
   void keep_rates(std::int32_t group);

@@ -273,6 +273,28 @@ TEST_CASE("coupled: a receiver's classes keep their own clocks, and one that end
   }
 }
 
+TEST_CASE("coupled: a receiver's first end that its sender pushes back behind another's comes second") {
+  // S1 (1 byte/ps) sends f1 (500,000 bytes) to R (10 byte/ps, following), and f2 (700,000), capped
+  // at 1 byte/ps, crosses R alone: R has room for both at 1, and f1's end comes first, at 500,000
+  // ps. At 200,000 S1 starts g (2e6) to X (10 byte/ps) and shares itself 0.5 each: R's class for
+  // f1 takes its sender's 0.5 (a recap with room), and f1's 300,000 left now end at 200,000 +
+  // 600,000 = 800,000, behind f2's 700,000. R's next end is then f2's, which nothing else on its
+  // route would bring: a receiver that kept waiting for f1's would end f2 at 800,000. g has
+  // 300,000 by 800,000 and ends at 800,000 + 1,700,000.
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    TwoSendersAndReceivers n(mode, 10, 10);
+    Ends ends(3);
+    n.net.start_flow({n.s1, n.r}, 500'000, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.r}, 700'000, 0, kBytePerPs_GBps, ends.at(1));
+    n.q.schedule(200'000, [&] { n.net.start_flow({n.s1, n.x}, 2e6, 0, kNoCap, ends.at(2)); });
+    n.q.run();
+    CHECK(ends.ended[1] == 700'000);
+    CHECK(ends.ended[0] == 800'000);
+    CHECK(ends.ended[2] == 2'500'000);
+  }
+}
+
 TEST_CASE("coupled: a flow that leaves a receiver with room gives its share of the receiver back") {
   // S1 (1 byte/ps) sends f1 (500,000 bytes) to R and h (3e6) to X (10 byte/ps): 0.5 each, f1 done
   // at 1,000,000 ps, h then alone at 1 and done at 3,500,000. S2 (1 byte/ps) sends f2 (2e6) to R
