@@ -31,7 +31,7 @@
 // also keyed by the class it belongs to in the group before it on its route (its leader), and is
 // capped at the leader's rate, so that a receiving side moves only what its sender sends (a relay's
 // sides chain so). A leader whose rate moves tells its followers, and the followers its move changes
-// by more than a tolerance (2%) re-solve, in a cascade; the others at their next event. A following
+// by more than a tolerance (5%) re-solve, in a cascade; the others at their next event. A following
 // group's classes move their clocks only when their rates or their ends change (fold_clock), and its
 // next end is found among its classes' ends kept side by side (end_at): an event or a cascade's
 // re-solve with room touches the classes that end or move, not the hundreds it holds; one without
