@@ -34,9 +34,10 @@ constexpr std::uint32_t kCascadeVisits = 4;
 /// did, and the layers measured moved by up to 0.035 percentage points against exact (one, the
 /// others by 0.007 at most; docs/performance.md, "A leader's small moves wait"). With 5% the EP
 /// 1,024 near-uniform layer takes 0.89 of 2%'s instructions (0.84 of its CPU time), every layer of
-/// the accuracy set up to EP 128 comes out the same, and those past it moved by 0.018 percentage
-/// points at most; 10% saved 4% more of the instructions and moved two layers by 0.05
-/// (docs/performance.md, "A leader's moves within 5%").
+/// the accuracy set up to EP 128 comes out the same, and those past it moved by 0.029 percentage
+/// points at most (ideal-balance at EP 1,024, towards exact; 0.018 at most away from it); 10%
+/// saved 4% more of the instructions and moved two layers 0.05 points away from exact
+/// (docs/performance.md, "A following group reads less").
 constexpr double kTellTolerance = 5e-2;
 /// A following group without room lets the classes its senders hold take their senders' moves
 /// while its link-bound classes keep their level (recap_held), until the moves add up to this share
@@ -419,8 +420,6 @@ void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size
   if (rate == old_rates_[c]) return;
   // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
   const double lead = k.ends.empty() ? kInf : k.rate;
-  // Each follower's record is in another group, a miss each: all are requested first, so that
-  // they come in together (a sender's class has a few to a few dozen followers).
   for (const ClassRef f : cp.followers) {
     GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
     Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
