@@ -186,8 +186,7 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& links, double bytes, T
                                double rate_cap_GBps, DoneCallback on_done, EndHints end_hints) {
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw std::invalid_argument("FlowNetwork: flow bytes must be >= 0");
   if (latency_ps < 0) throw std::invalid_argument("FlowNetwork: negative flow latency");
-  // (Below 0xffff, so that a flow's bounds, one a link and one for its cap, count in 16 bits.)
-  if (links.size() >= 0xffff) throw std::invalid_argument("FlowNetwork: too many links in one flow");
+  if (links.size() > kMaxFlowLinks) throw std::invalid_argument("FlowNetwork: too many links in one flow");
   if (!(rate_cap_GBps > 0)) throw std::invalid_argument("FlowNetwork: flow rate cap must be > 0");
   // Every link must exist (link_at's check, in line: a wide layer starts half a million flows).
   for (LinkId l : links)

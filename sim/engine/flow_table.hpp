@@ -12,6 +12,7 @@
 // flows: an event of its own per flow was a fifth of the engine's events.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +24,10 @@
 #include "sim/engine/event_queue.hpp"
 
 namespace epsim {
+
+/// The most links one flow may cross: its bounds, one a link and one for its cap, count down in
+/// FlowTable::Flow::bounds_left's 16 bits. FlowNetwork and both coarse models refuse longer routes.
+constexpr std::size_t kMaxFlowLinks = 0xffff - 1;
 
 template <class Model>
 class FlowTable {
@@ -42,7 +47,7 @@ class FlowTable {
     EndHints end_hints;
     std::uint32_t generation = 1;
     /// Bounds (links, groups, a cap) not met yet: at most one a link and one for its cap, and a
-    /// flow crosses fewer than 0xffff links (FlowNetwork::start_flow).
+    /// flow crosses at most kMaxFlowLinks links.
     std::uint16_t bounds_left = 0;
     bool active = false;
     /// Its latency has passed: PerLinkSharing's flag. GroupSharing keeps its own in its FlowPath,

@@ -77,7 +77,7 @@ GroupSharing::FlowId GroupSharing::start_flow(const std::vector<int>& links, dou
                                               double rate_cap_GBps, DoneCallback&& on_done,
                                               EndHints end_hints) {
   table_.check_latency(latency_ps);
-  if (links.size() > std::numeric_limits<std::uint16_t>::max())
+  if (links.size() > kMaxFlowLinks)
     throw std::length_error("GroupSharing: a route of " + std::to_string(links.size()) + " links");
   const double cap = std::isinf(rate_cap_GBps) ? kInf : GBps_to_bytes_per_ps(rate_cap_GBps);
   // The groups the route crosses, each with the links of it the flow takes: a route is a few links,
@@ -336,15 +336,10 @@ void GroupSharing::schedule_group(std::int32_t gi) {
     // of them is kept as they are (note_end) unless it moved later.
     GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
     if (!gc.first_known) {
+      // Found again by note_end's rule, over the classes with flows in class order.
       gc.first = -1;
-      for (const std::int32_t c : gc.active) {
-        const Time_ps end = gc.end_at[static_cast<std::size_t>(c)];
-        if (end != kNoEnd && (gc.first < 0 || end < at)) {
-          at = end;
-          gc.first = c;
-        }
-      }
       gc.first_known = true;
+      for (const std::int32_t c : gc.active) note_end(gc, c, gc.end_at[static_cast<std::size_t>(c)]);
     }
     if (gc.first >= 0) {
       const std::size_t c = static_cast<std::size_t>(gc.first);

@@ -345,8 +345,9 @@ class GroupSharing {
       if (c == gc.first) {
         if (end > at) gc.first_known = false;
       } else if (end != kNoEnd) {
+        // (With no first, first_at is kNoEnd, which any end is before.)
         const Time_ps first_at = gc.first < 0 ? kNoEnd : gc.end_at[static_cast<std::size_t>(gc.first)];
-        if (gc.first < 0 || end < first_at || (end == first_at && c < gc.first)) gc.first = c;
+        if (end < first_at || (end == first_at && c < gc.first)) gc.first = c;
       }
     }
     at = end;

@@ -43,7 +43,7 @@ PerLinkSharing::FlowId PerLinkSharing::start_flow(const std::vector<int>& links,
                                                   double rate_cap_GBps, DoneCallback&& on_done,
                                                   EndHints end_hints) {
   table_.check_latency(latency_ps);
-  if (links.size() > std::numeric_limits<std::uint16_t>::max())
+  if (links.size() > kMaxFlowLinks)
     throw std::length_error("PerLinkSharing: a route of " + std::to_string(links.size()) + " links");
   const std::int32_t slot = table_.open(std::move(on_done), end_hints);
   if (paths_.size() < table_.slots()) paths_.emplace_back();

@@ -264,9 +264,26 @@ TEST_CASE("FlowNetwork: bad arguments") {
   CHECK_THROWS_AS(net.start_flow({l}, -1, 0, kNoCap, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(net.start_flow({l}, 1, -1, kNoCap, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(net.start_flow({l}, 1, 0, 0, nullptr), std::invalid_argument);
-  // A flow crosses fewer than 0xffff links: its bounds (one a link, one for a cap) count in 16 bits.
+  // A flow crosses at most kMaxFlowLinks (0xfffe) links: its bounds (one a link, one for a cap)
+  // count in 16 bits.
+  CHECK(epsim::kMaxFlowLinks == 0xfffe);
   CHECK_THROWS_AS(net.start_flow(std::vector<LinkId>(0xffff, l), 1, 0, kNoCap, nullptr), std::invalid_argument);
   CHECK(net.active_flows() == 0);
+}
+
+TEST_CASE("per_link and local refuse a route of more than kMaxFlowLinks links themselves") {
+  // FlowNetwork checks first; the models hold the same bound for their own callers. A route of
+  // 0xffff links with a cap would need 0x10000 bounds, one more than 16 bits count.
+  const std::vector<int> route(epsim::kMaxFlowLinks + 1, 0);
+  EventQueue q;
+  epsim::PerLinkSharing per_link(q);
+  per_link.add_link(1);
+  CHECK_THROWS_AS(per_link.start_flow(route, 1, 0, 1, nullptr), std::length_error);
+  epsim::GroupSharing local(q);
+  local.add_link(1, -1);
+  CHECK_THROWS_AS(local.start_flow(route, 1, 0, 1, nullptr), std::length_error);
+  CHECK(per_link.active_flows() == 0);
+  CHECK(local.active_flows() == 0);
 }
 
 // ---- cross-check against an independent, naive fluid simulation -------------------------------
