@@ -15,6 +15,7 @@
 #include <string>
 
 #include "sim/engine/group_sharing.hpp"
+#include "sim/engine/mask_sums.hpp"
 
 namespace epsim {
 
@@ -134,32 +135,30 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   }
   double demand[kMaxGroupLinks];
   for (std::size_t b = 0; b < nlinks; ++b) demand[b] = 0;
-  std::size_t active = 0;
+  MaskSums sums;  // (each pass adds its classes by mask, then to the links)
+  const auto count = [&](int b, double n, double at_cap) {
+    unfrozen[b] += n;
+    demand[b] += at_cap;
+  };
   for (const std::int32_t ci : gc.active) {
     const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
     fold_clock(g, gc, ci);  // (its rate is about to change)
     caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
-    ++active;
     k.rate = -1;  // not frozen yet
     const double n = k.ends.size();
-    const double at_cap = n * std::max(caps_[c], kMinRate);
-    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
-      unfrozen[__builtin_ctz(m)] += n;
-      demand[__builtin_ctz(m)] += at_cap;
-    }
+    sums.add(k.mask, n, n * std::max(caps_[c], kMinRate), count);
   }
+  sums.spread(count);
   // Half the solves of a following group find every link with room for every class at its cap
   // (a receiver whose senders are slower than it): progressive filling would then freeze each class
-  // at its cap, one by one in cap order, and no link would fill. Those rates are set at once, and
-  // the order is left for the next full solve's insertion sort, which sorts any order. The margin
-  // keeps a link whose demand meets its capacity, up to rounding, for the full solve.
+  // at its cap, one by one, and no link would fill. Those rates are set at once. The margin keeps a
+  // link whose demand meets its capacity, up to rounding, for the full solve.
   bool room = true;
   for (std::size_t b = 0; b < nlinks && room; ++b) room = demand[b] < g.links[b].capacity * (1 - kRoomMargin);
   if (room) {
     for (const std::int32_t c : gc.active)
       g.classes[static_cast<std::size_t>(c)].rate = std::max(caps_[static_cast<std::size_t>(c)], kMinRate);
-    active = 0;
     for (std::size_t b = 0; b < nlinks; ++b) gc.demand[b] = demand[b];
   }
   gc.room = room;
@@ -168,64 +167,59 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     gc.fill_at[b] = kInf;
     gc.drift[b] = 0;
   }
-  // The classes with flows by rising cap (ties by class), so that progressive filling meets the caps
-  // in turn. Between two solves of a group one or a few caps moved: insertion sort is about one pass.
-  std::vector<std::int32_t>& order = gc.order;
-  const auto before = [this](std::int32_t a, std::int32_t b) {
-    const double ca = caps_[static_cast<std::size_t>(a)];
-    const double cb = caps_[static_cast<std::size_t>(b)];
-    return ca < cb || (ca == cb && a < b);
+  const auto take = [&](int b, double n, double carried) {
+    residual[b] = std::max(0.0, residual[b] - carried);
+    unfrozen[b] -= n;
   };
-  for (std::size_t i = 1; i < order.size() && !room; ++i) {
-    const std::int32_t c = order[i];
-    std::size_t j = i;
-    for (; j > 0 && before(c, order[j - 1]); --j) order[j] = order[j - 1];
-    order[j] = c;
-  }
   const auto freeze = [&](Class& k, double level) {
     k.rate = level;
     const double n = k.ends.size();
-    for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
-      const int b = __builtin_ctz(m);
-      residual[b] = std::max(0.0, residual[b] - n * level);
-      unfrozen[b] -= n;
-    }
+    sums.add(k.mask, n, n * level, take);
   };
   // Progressive filling: the level rises to the lowest cap not frozen (that class freezes there) or
   // to the level at which a link fills (its classes freeze there), whichever comes first. A class
   // frozen at a cap below a link's level leaves that link a level at least as high (it takes less
   // than the link's average share), so every cap below the level found freezes before the links'
-  // levels are worked out again: one pass over the links per run of caps, not per cap (a following
-  // group holds a capped class per sending GPU).
-  std::size_t next = 0;  // in order: every class before it is frozen
-  while (active > 0) {
+  // levels are worked out again, in any order: one pass over the classes not yet frozen per run of
+  // caps, reading their caps alone, and none sorted. (Kept in cap order, the classes of a group whose
+  // leaders' rates cross each other between solves took an insertion sort of some 60 moves a solve,
+  // 4% of the EP 1,024 coupled layer's instructions.) Each pass keeps the classes it leaves unfrozen.
+  std::vector<std::int32_t>& left = unfrozen_scratch_;
+  left.clear();
+  if (!room) left.assign(gc.active.begin(), gc.active.end());
+  while (!left.empty()) {
     int full = -1;
     double level = fill_level(residual, unfrozen, nlinks, full);
-    bool capped = false;
-    for (; next < order.size() && active > 0; ++next) {
-      Class& k = g.classes[static_cast<std::size_t>(order[next])];
-      if (k.rate >= 0) continue;  // (frozen by a link that filled)
-      const double cap = caps_[static_cast<std::size_t>(order[next])];
-      if (!(cap < level)) break;
-      freeze(k, std::max(cap, kMinRate));
-      --active;
-      capped = true;
+    std::size_t kept = 0;
+    for (const std::int32_t c : left) {
+      const double cap = caps_[static_cast<std::size_t>(c)];
+      if (cap < level) freeze(g.classes[static_cast<std::size_t>(c)], std::max(cap, kMinRate));
+      else left[kept++] = c;
     }
-    if (capped || active == 0) continue;
+    sums.spread(take);
+    const bool capped = kept < left.size();
+    left.resize(kept);
+    if (capped) continue;
     level = std::max(level, kMinRate);
     gc.fill_at[full] = level;
-    for (const std::int32_t c : gc.active) {
+    kept = 0;
+    for (const std::int32_t c : left) {
       Class& k = g.classes[static_cast<std::size_t>(c)];
-      if (k.rate >= 0 || (k.mask >> full & 1u) == 0) continue;
-      freeze(k, level);
-      --active;
+      if ((k.mask >> full & 1u) != 0) freeze(k, level);
+      else left[kept++] = c;
     }
+    sums.spread(take);
+    left.resize(kept);
   }
   // One pass over the classes for what follows from their rates: whether their leaders hold them,
   // their next ends, and the links' loads (settle_links' sums, in its order). (A class without
   // flows is never held: drop_emptied cleared its flag.)
   double load[kMaxGroupLinks] = {};
-  std::uint32_t flows[kMaxGroupLinks] = {};
+  double flows_on[kMaxGroupLinks] = {};
+  const auto carry = [&](int b, double n, double carried) {
+    flows_on[b] += n;
+    load[b] += carried;
+  };
   // Every class's end is worked out again: the pass finds the first (note_end, in class order).
   gc.first = -1;
   gc.first_known = true;
@@ -235,8 +229,12 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     cp.rate = k.rate;
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
     reckon_end(g, gc, c);
-    add_load(k, load, flows);
+    const double n = k.ends.size();
+    sums.add(k.mask, n, n * k.rate, carry);
   }
+  sums.spread(carry);
+  std::uint32_t flows[kMaxGroupLinks];
+  for (std::size_t b = 0; b < nlinks; ++b) flows[b] = static_cast<std::uint32_t>(flows_on[b]);
   set_links(g, load, flows);
 }
 
@@ -273,10 +271,10 @@ bool GroupSharing::recap_in_room(std::int32_t gi) {
   Group& g = groups_[static_cast<std::size_t>(gi)];
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   const std::size_t nlinks = g.links.size();
-  // Since the last solve, which found room for every class at its cap, no flow entered (which
-  // clears gc.room) and those that left gave their demand back (room_left): only the caps of the
-  // classes in `recapped` moved. Their new rates are their new caps if every link still has room
-  // for them; the other classes keep theirs.
+  // Since the last solve, which found room for every class at its cap, the flows that left gave
+  // their demand back (room_left) and those that entered added theirs at their class's rate
+  // (room_joined): only the caps and the ends of the classes in `recapped` moved. Their new rates
+  // are their new caps if every link still has room for them; the other classes keep theirs.
   // With room, a class's rate is its cap: its own or its leader's, whichever is lower.
   once_each(gc.recapped);
   double demand[kMaxGroupLinks];
@@ -365,6 +363,43 @@ void GroupSharing::room_left(Group& g, GroupCoupling& gc, const Class& c) {
   }
 }
 
+void GroupSharing::coupled_join(Group& g, std::int32_t gi, std::int32_t cls) {
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
+  const Class& c = g.classes[static_cast<std::size_t>(cls)];
+  // A leading class that fills again tells its followers its rate at its group's solve, even the
+  // rate it had when it emptied: its followers took it as done (release_followers).
+  if (g.leads && c.ends.empty()) gc.classes[static_cast<std::size_t>(cls)].refilled = true;
+  if (!g.follows) return;
+  gc.held = false;  // (a flow joins: without room, a full solve)
+  fold_clock(g, gc, cls);  // (its end is placed on the clock at now)
+  if (c.ends.empty()) class_joined(gi, cls);
+  if (gc.room) room_joined(g, gc, cls);
+}
+
+void GroupSharing::room_joined(Group& g, GroupCoupling& gc, std::int32_t c) {
+  // With room every class runs at its cap, and each link carries what they demand: a flow joining
+  // class c adds its rate to each of c's links, and its end is worked out at the group's solve
+  // (recap_in_room, which takes the cap of each class named, and solves in full if a link has no
+  // room left). A fifth of a following group's full solves, each over some 60 classes, were of flows
+  // entering a group with room, nearly all of which kept it (EP 1,024 near-uniform).
+  Class& k = g.classes[static_cast<std::size_t>(c)];
+  if (k.ends.empty()) {
+    // Its rate from when it last had flows is stale, and its leader, which flows join at this
+    // instant too, may not have told it its rate yet: its flows count for nothing until the solve,
+    // which moves it from 0 to its cap then.
+    k.rate = 0;
+    gc.classes[static_cast<std::size_t>(c)].rate = 0;
+  }
+  for (std::uint32_t m = k.mask; m != 0; m &= m - 1) {
+    const int b = __builtin_ctz(m);
+    LinkState& link = g.links[static_cast<std::size_t>(b)];
+    gc.demand[b] += k.rate;
+    set_link(link, link.load + k.rate, link.flows + 1);
+    g.loaded |= 1u << b;
+  }
+  note_recapped(gc, c);
+}
+
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
   if (!groups_[static_cast<std::size_t>(gi)].follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
@@ -372,34 +407,39 @@ void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
   if (cp.active) return;
   cp.active = true;
   gc.active.insert(std::lower_bound(gc.active.begin(), gc.active.end(), cls), cls);
-  gc.order.push_back(cls);  // (the next solve's insertion sort puts it in its place)
 }
 
 void GroupSharing::drop_emptied(std::int32_t gi) {
   if (emptied_.empty() || !groups_[static_cast<std::size_t>(gi)].follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   // The event names the classes it emptied (emptied_, one or two of the group's dozens): they
-  // leave both lists, which keep their order, without a pass that reads every class's line.
+  // leave the active list, which keeps its order, without a pass that reads every class's line.
   for (const std::int32_t c : emptied_) {
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.active = false;
     cp.leader_bound = false;  // (tell_followers reads it, and solves no longer visit the class)
     gc.active.erase(std::lower_bound(gc.active.begin(), gc.active.end(), c));  // (sorted)
-    gc.order.erase(std::find(gc.order.begin(), gc.order.end(), c));
   }
 }
 
 void GroupSharing::keep_rates(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
+  GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
+  // A class refilled since the last solve keeps the rate it had when it emptied, and its followers
+  // took it as done: it is kept as without flows, so that they hear its rate even when it is the same.
+  const auto keep = [&](std::size_t c) {
+    Coupling& cp = gc.classes[c];
+    old_rates_[c] = g.classes[c].ends.empty() || cp.refilled ? -1 : g.classes[c].rate;
+    cp.refilled = false;
+  };
   // A following group's classes without flows have none before the solve and none after: its
   // classes with flows alone are kept and told about (a relay's hundreds of classes).
   if (g.follows) {
-    for (const std::int32_t c : coupling_[static_cast<std::size_t>(gi)].active)
-      old_rates_[static_cast<std::size_t>(c)] = g.classes[static_cast<std::size_t>(c)].rate;
+    for (const std::int32_t c : gc.active) keep(static_cast<std::size_t>(c));
     return;
   }
-  for (std::size_t c = 0; c < g.classes.size(); ++c) old_rates_[c] = g.classes[c].ends.empty() ? -1 : g.classes[c].rate;
+  for (std::size_t c = 0; c < g.classes.size(); ++c) keep(c);
 }
 
 void GroupSharing::tell_followers(std::int32_t gi) {

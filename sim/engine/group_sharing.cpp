@@ -180,13 +180,7 @@ void GroupSharing::enter_transfer(std::int32_t slot) {
       dirty_.push_back(seg.group);
     }
     Class& c = g.classes[static_cast<std::size_t>(seg.cls)];
-    if (coupled_ && g.follows) {
-      GroupCoupling& gc = coupling_[static_cast<std::size_t>(seg.group)];
-      gc.room = false;  // (a flow joins: a full solve)
-      gc.held = false;
-      fold_clock(g, gc, seg.cls);  // (its end is placed on the clock at now)
-      if (c.ends.empty()) class_joined(seg.group, seg.cls);
-    }
+    if (coupled_ && (g.follows || g.leads)) coupled_join(g, seg.group, seg.cls);
     if (c.batch_begin == kNoBatch) c.batch_begin = c.ends.begin_batch();
     c.ends.add_to_batch(LinkEnd{c.clock_bytes + path.bytes, c.joined++, slot});
   }

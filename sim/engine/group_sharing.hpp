@@ -147,6 +147,9 @@ class GroupSharing {
     double rate = 0;
     bool leader_bound = false;         ///< its rate is its leader's, as last solved
     bool active = false;               ///< a following group's: in GroupCoupling::active
+    /// A leading class that gained flows since its group's last solve after it had none: its
+    /// followers are told its rate after that solve (keep_rates), whatever it was before.
+    bool refilled = false;
   };
   // A solve reads the record of each class with flows: 48 bytes, so that four records take three lines.
   static_assert(sizeof(Coupling) <= 48, "a coupling record stays within 48 bytes");
@@ -156,9 +159,10 @@ class GroupSharing {
     // reads the flags, and its few solves that read the arrays read little else of it. (Whether a
     // group follows or leads is in Group.)
     bool queued = false;              ///< waiting in the cascade's list
-    /// Its last solve found room on every link for every class at its cap, and no flow has entered
-    /// since (one that left gave its demand back, room_left): a solve for moved caps alone then
-    /// moves those classes (recap_in_room).
+    /// Its last solve found room on every link for every class at its cap, and since then the flows
+    /// that left gave their demand back (room_left) and those that entered added theirs
+    /// (room_joined): a solve for moved caps and entered flows alone then moves those classes, if
+    /// every link still has room (recap_in_room).
     bool room = false;
     /// Its last solve found no room and no flow has entered or left since (recap_held): each
     /// link's level where it filled in that solve (fill_at, +inf where it did not), below which a
@@ -174,9 +178,6 @@ class GroupSharing {
     /// with flows: its events and solves pass over these alone, in the order of the full list, so
     /// that ties and sums come out as over every class.
     std::vector<std::int32_t> active;
-    /// The same classes, by cap as last solved; the caps move a little between solves, so an
-    /// insertion sort keeps it in order at little more than a pass.
-    std::vector<std::int32_t> order;
     /// A following group's classes' earliest ends (a copy of each class's ends.front(), kNoFront
     /// without flows), parallel to Group::classes. Its event and its schedule compare every active
     /// class's earliest end with its clock, and its schedule names that end's flow: in the classes'
@@ -198,7 +199,8 @@ class GroupSharing {
     /// classes only when the first one's end moved later.
     std::int32_t first = -1;
     bool first_known = false;
-    /// With room or held: classes whose leader rate moved since the last solve.
+    /// With room or held: classes whose leader rate moved since the last solve (with room, also
+    /// those that flows joined).
     std::vector<std::int32_t> recapped;
     double demand[kMaxGroupLinks] = {};   ///< with room: what its classes take from each link
     double fill_at[kMaxGroupLinks] = {};  ///< with held (above)
@@ -284,8 +286,8 @@ class GroupSharing {
   // ---- coupled (group_coupling.cpp) ----
   /// The class of `group` for a flow crossing `mask` under `cap` that follows `leader`.
   std::int32_t coupled_class_of(std::int32_t group, std::uint32_t mask, double cap, ClassRef leader);
-  /// Max-min over the group's classes under their coupled caps (progressive filling, the caps in
-  /// sorted order), then its links' loads; notes which classes their leaders hold.
+  /// Max-min over the group's classes under their coupled caps (progressive filling, each run of
+  /// caps below the level at once), then its links' loads; notes which classes their leaders hold.
   void solve_coupled(std::int32_t group);
   /// Calls `f` on each class of the group that may have flows, in class order: a following group's
   /// active list, every class elsewhere (local's groups hold a handful).
@@ -299,9 +301,9 @@ class GroupSharing {
     }
     for (Class& c : g.classes) f(c);
   }
-  /// coupled: a solve of a following group whose last solve found room and whose caps alone moved
-  /// since: the moved classes take their new caps if every link still has room (true), else
-  /// nothing changes and the full solve runs (false).
+  /// coupled: a solve of a following group whose last solve found room, and whose caps moved or
+  /// which flows joined since: the classes named take their caps if every link still has room
+  /// (true), else nothing changes and the full solve runs (false).
   bool recap_in_room(std::int32_t group);
   /// coupled: a solve of a following group without room whose last solve was a full one and whose
   /// held classes' caps alone moved since: they take their new caps if those stay below their
@@ -354,15 +356,22 @@ class GroupSharing {
   }
   /// A following group with room: one flow of class `c` left (its demand and its links settled).
   void room_left(Group& g, GroupCoupling& gc, const Class& c);
+  /// coupled: a flow is about to join class `cls` of group `gi`, which follows or leads (out of
+  /// line: local's entries stay as they were).
+  void coupled_join(Group& g, std::int32_t gi, std::int32_t cls);
+  /// A following group with room: one flow joins class `c` (its demand and its links settled; its
+  /// class is named for the solve, which takes its cap).
+  void room_joined(Group& g, GroupCoupling& gc, std::int32_t c);
   /// coupled: a following group with room (GroupCoupling::room) notes a class whose leader rate
-  /// was written.
+  /// was written or that a flow joined.
   static void note_recapped(GroupCoupling& gc, std::int32_t cls);
-  /// coupled: a following group's class gains its first flow (enter_transfer).
+  /// coupled: a following group's class gains its first flow (coupled_join).
   void class_joined(std::int32_t group, std::int32_t cls);
   /// coupled: a following group's classes that lost their last flow in its event (emptied_) leave
-  /// its lists.
+  /// its active list.
   void drop_emptied(std::int32_t group);
-  /// Before a leading group's solve: its classes' rates (-1 for a class without flows).
+  /// Before a leading group's solve: its classes' rates (-1 for a class without flows, or one
+  /// refilled since the last solve).
   void keep_rates(std::int32_t group);
   /// After it: each class whose rate moved tells its followers, and queues those it changes.
   void tell_followers(std::int32_t group);
@@ -400,8 +409,8 @@ class GroupSharing {
   }
   /// The group's links' loads, flow counts and busy periods from its classes' rates (solve's end).
   void settle_links(std::int32_t group);
-  /// Class c's flows and their load added to per-link sums (settle_links'). In the header: the
-  /// following solve's last pass runs it for each of its classes, from another file.
+  /// Class c's flows and their load added to per-link sums (settle_links'; the following solve sums
+  /// its classes by mask instead, MaskSums).
   static void add_load(const Class& c, double* load, std::uint32_t* flows) {
     for (std::uint32_t m = c.mask; m != 0; m &= m - 1) {
       const int b = __builtin_ctz(m);
@@ -440,6 +449,7 @@ class GroupSharing {
   std::vector<GroupCoupling> coupling_;     ///< parallel to groups_
   std::vector<double> old_rates_;           ///< keep_rates's, for tell_followers: the rates before a solve
   std::vector<double> caps_;                ///< solve_coupled's: each class's cap
+  std::vector<std::int32_t> unfrozen_scratch_;  ///< solve_coupled's: the classes not yet frozen
   std::vector<std::int32_t> worklist_;      ///< cascade's: groups to re-solve
   std::uint32_t cascade_stamp_ = 0;
 };

@@ -395,6 +395,105 @@ TEST_CASE("coupled: a receiver's class that empties and fills again follows its 
       });
 }
 
+TEST_CASE("coupled: a flow that enters a receiver with room adds its sender's rate, and one that takes the room away re-solves") {
+  // S1 (1 byte/ps) sends f1 (1e6 bytes) to R (following) at 1 byte/ps from 0; at 200,000 ps S2
+  // (1 byte/ps) sends f2 (500,000) to R.
+  //   R of 2.5 byte/ps has room for f2 at its sender's 1 beside f1: R has carried 250,000 +
+  //   50,000 bytes by 250,000 and f2 ends at 700,000. At 300,000 h (50,000 bytes, capped at 0.25
+  //   byte/ps) starts on R alone, which still has room (2.25 of 2.5): h ends at 500,000, and f1
+  //   at 1,000,000, as if each ran alone.
+  //   R of 1.5 byte/ps has no room for f2 beside f1: both move at 0.75 from 200,000, R has carried
+  //   200,000 + 37,500 + 37,500 by 250,000, and f2 ends at 866,666.7, rounded up to 866,667, when
+  //   f1 has 700,000. Under exact f1, alone from there at 1, ends at 1,166,666.7 (1,166,667); under
+  //   coupled S1 does not learn that R held f1 and has sent it by 1,000,000, when R has 833,333.3
+  //   of it and takes the rest at its own 1.5: 1,111,111.1 (1,111,112).
+  struct Case {
+    double r_byte_per_ps;
+    epsim::Time_ps f1_end, f1_end_coupled, f2_end;
+    double r_at_250k, f1_rate_at_250k;
+  };
+  for (const Case& c : {Case{2.5, 1'000'000, 1'000'000, 700'000, 300'000, 1},
+                        Case{1.5, 1'166'667, 1'111'112, 866'667, 275'000, 0.75}}) {
+    INFO("R of " << c.r_byte_per_ps << " byte/ps");
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO(mode_name(mode));
+      TwoSendersAndReceivers n(mode, c.r_byte_per_ps, 1);
+      const bool with_h = c.r_byte_per_ps > 2;
+      Ends ends(3);
+      const auto f1 = n.net.start_flow({n.s1, n.r}, 1e6, 0, kNoCap, ends.at(0));
+      n.q.schedule(200'000, [&] { n.net.start_flow({n.s2, n.r}, 500'000, 0, kNoCap, ends.at(1)); });
+      if (with_h)
+        n.q.schedule(300'000, [&] { n.net.start_flow({n.r}, 50'000, 0, 0.25 * kBytePerPs_GBps, ends.at(2)); });
+      double r_at_250k = -1, f1_rate = -1;
+      n.q.schedule(250'000, [&] {
+        r_at_250k = n.net.link_bytes(n.r);
+        f1_rate = n.net.flow_rate_GBps(f1) / kBytePerPs_GBps;
+      });
+      n.q.run();
+      CHECK(ends.ended[0] == (mode == Mode::coupled ? c.f1_end_coupled : c.f1_end));
+      CHECK(ends.ended[1] == c.f2_end);
+      if (with_h) CHECK(ends.ended[2] == 500'000);
+      CHECK(r_at_250k == doctest::Approx(c.r_at_250k));
+      CHECK(f1_rate == doctest::Approx(c.f1_rate_at_250k));
+    }
+  }
+}
+
+TEST_CASE("coupled: a flow that joins a class with flows in a receiver with room adds its rate to the receiver's load") {
+  // S1 (1 byte/ps) sends f1 (1e6 bytes, capped at 0.25 byte/ps) to R (1.4 byte/ps, following) from
+  // 0, and f3 (the same) from 100,000 ps: one class at S1 and at R, whose rate stays at the cap,
+  // 2 x 0.25 of R, with room. At 200,000 S2 (1 byte/ps) sends f2 (400,000 bytes) to R: 0.5 + 1 of
+  // 1.4 leaves no room, and max-min keeps f1 and f3 at their caps and gives f2 the 0.9 left: it
+  // ends at 644,444.4, rounded up to 644,445 (a receiver that counted f1's class as one flow would
+  // take f2 at 1 and end it at 600,000). f1 ends at 4,000,000 and f3 at 4,100,000.
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    TwoSendersAndReceivers n(mode, 1.4, 1);
+    Ends ends(3);
+    const double cap_GBps = 0.25 * kBytePerPs_GBps;
+    n.net.start_flow({n.s1, n.r}, 1e6, 0, cap_GBps, ends.at(0));
+    n.q.schedule(100'000, [&] { n.net.start_flow({n.s1, n.r}, 1e6, 0, cap_GBps, ends.at(1)); });
+    epsim::FlowId f2 = 0;
+    n.q.schedule(200'000, [&] { f2 = n.net.start_flow({n.s2, n.r}, 400'000, 0, kNoCap, ends.at(2)); });
+    double f2_rate = -1;
+    n.q.schedule(300'000, [&] { f2_rate = n.net.flow_rate_GBps(f2) / kBytePerPs_GBps; });
+    n.q.run();
+    CHECK(f2_rate == doctest::Approx(0.9));
+    CHECK(ends.ended[2] == 644'445);
+    CHECK(ends.ended[0] == 4'000'000);
+    CHECK(ends.ended[1] == 4'100'000);
+  }
+}
+
+TEST_CASE("coupled: a sender whose class fills again at the rate it had tells its receiver anew") {
+  // S1 (1 byte/ps) sends f1 (250,000 bytes) to R (1.5 byte/ps, following) and g1 (250,000) to X
+  // (1 byte/ps): 0.5 byte/ps each, both done at 500,000 ps, when S1's class empties (R takes its
+  // sender as done). At 1,000,000 S1 sends f2 and g2, the same again, at the same 0.5, and h
+  // (300,000 bytes) starts on R alone. R must hear S1's rate though it did not move: under exact
+  // f2 moves at S1's 0.5 and h takes R's other 1 byte/ps, ending at 1,300,000. A receiver that
+  // still took S1 as done would share R 0.75 each, as local does: R has carried f2 by 1,333,333.3,
+  // and h, alone from there at 1.5, ends at 1,366,666.7, rounded up to 1,366,667. f2 and g2 end
+  // when S1 has sent them, at 1,500,000, in every mode.
+  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
+    INFO(mode_name(mode));
+    TwoSendersAndReceivers n(mode, 1.5, 1);
+    Ends ends(5);
+    n.net.start_flow({n.s1, n.r}, 250'000, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.s1, n.x}, 250'000, 0, kNoCap, ends.at(1));
+    n.q.schedule(1'000'000, [&] {
+      n.net.start_flow({n.s1, n.r}, 250'000, 0, kNoCap, ends.at(2));
+      n.net.start_flow({n.s1, n.x}, 250'000, 0, kNoCap, ends.at(3));
+      n.net.start_flow({n.r}, 300'000, 0, kNoCap, ends.at(4));
+    });
+    n.q.run();
+    CHECK(ends.ended[0] == 500'000);
+    CHECK(ends.ended[1] == 500'000);
+    CHECK(ends.ended[2] == 1'500'000);
+    CHECK(ends.ended[3] == 1'500'000);
+    CHECK(ends.ended[4] == (mode == Mode::local ? 1'366'667 : 1'300'000));
+  }
+}
+
 TEST_CASE("coupled: groups follow only in coupled mode, before the first flow") {
   EventQueue q;
   FlowNetwork local(q);
