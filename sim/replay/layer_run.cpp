@@ -44,8 +44,9 @@ void LayerRun::couple_busiest() {
   // How long each GPU's ports are busy over the layer, roughly: the bytes it sends and receives over
   // NVLink and over its NIC, each over that port's bandwidth. Token legs count in every phase; a
   // per-node copy crosses the fabric into the source's rail peer in the destination node, which
-  // forwards it over NVLink. Weights and gradients count where they go. The GPUs that receive the
-  // most weight-sync bytes follow besides.
+  // forwards it over NVLink. Weights and gradients count where they go, on the EP backend by its
+  // route (an inter-node message under rail_forward crosses the rail peer's NIC and NVLink too).
+  // The GPUs that receive the most weight-sync bytes follow besides.
   const Topology& topo = ctx_.topology();
   const HardwareSpec& hw = ctx_.hardware();
   const double nvlink_GBps = hw.nvlink.port_bw_GBps;
@@ -69,12 +70,33 @@ void LayerRun::couple_busiest() {
     add(src, bytes, internode);
     add(dst, bytes, internode);
   };
+  // A message of the EP backend on its route (Topology::ep_route): across nodes under rail_forward,
+  // src's NIC into its rail peer in dst's node, then the peer's NVLink into dst. Counted at src and
+  // dst alone, the rail peers that carry a balancer's weight copies looked idle, and did not follow:
+  // DeepSeek EPLB's replanned EP 512 layer, whose every GPU receives expert copies before its
+  // dispatch, was +0.77% against exact at a tenth following, and is +0.10% so counted.
+  const auto ep_message = [&](int src, int dst, double bytes) {
+    const int peer = topo.forwarding_gpu(src, dst);
+    if (peer < 0) {
+      pair(src, dst, bytes, false);
+      return;
+    }
+    add(src, bytes, true);
+    add(peer, bytes, true);
+    if (peer != dst) {
+      add(peer, bytes, false);
+      add(dst, bytes, false);
+    }
+  };
   double per_token = 0;
   for (const TokenPhase phase : {TokenPhase::dispatch, TokenPhase::combine, TokenPhase::grad_dispatch, TokenPhase::grad_combine})
     if (phase == TokenPhase::dispatch || phase == TokenPhase::combine || backward_) per_token += ctx_.token_bytes(phase);
   const bool per_node = fanout_.copies() == TokenCopies::per_node;
   for (int stage = 0; stage < stages_; ++stage) {
-    for (const LegTokens& leg : fanout_.gpu_legs(stage)) pair(leg.src, leg.dst, leg.tokens * per_token, per_node);
+    for (const LegTokens& leg : fanout_.gpu_legs(stage)) {
+      if (per_node) pair(leg.src, leg.dst, leg.tokens * per_token, true);
+      else ep_message(leg.src, leg.dst, leg.tokens * per_token);
+    }
     for (const LegTokens& leg : fanout_.node_legs(stage)) {
       const int peer = topo.forwarding_gpu(leg.src, leg.dst * topo.gpus_per_node());
       if (peer < 0) continue;
@@ -84,7 +106,8 @@ void LayerRun::couple_busiest() {
   }
   for (const Transfer& t : plan_.transfers) {
     if (t.src_gpu == t.dst_gpu || t.bytes <= 0 || (t.pass == PassKind::backward && !backward_)) continue;
-    pair(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), false);
+    if (t.carrier == Carrier::ep_backend) ep_message(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes));
+    else pair(t.src_gpu, t.dst_gpu, static_cast<double>(t.bytes), false);
     // A weight sync before a dispatch shares its receiver's links with token flows that their
     // senders' SM limits hold back: the receiver's side must follow them to leave the sync its
     // share (UltraEP at EP 512, uniform: +3% with the busiest tenth alone, exact with as many of the
