@@ -540,39 +540,47 @@ TEST_CASE("coupled: a share of the GPUs by weight syncs received and as many oth
   CHECK_FALSE(local.network().group_follows(local.topology().nic_in(1)));
 }
 
-TEST_CASE("coupled: an EP-backend transfer across nodes makes its rail peer the busiest, the GPU that follows") {
+TEST_CASE("coupled: an EP-backend message across nodes makes its rail peer the busiest, the GPU that follows") {
   using namespace epsim;
-  // 16 GPUs on 2 nodes of 8, one expert each with its own rank's 100 tokens, and 1 GB of weights
-  // from GPU 1 to a copy of its expert on GPU 10, after the dispatch (no weight sync before it).
-  // Under rail_forward the message crosses GPU 1's NIC into GPU 9, GPU 1's rail peer in node 1,
-  // and GPU 9's NVLink into GPU 10: GPU 9 is the busiest (its NIC and its NVLink), and with one GPU
-  // in 16 following (coupled_gpus 1/16) it is GPU 9. Counted at the two ends alone, GPUs 1 and 10
-  // would tie (each 1 GB over its NIC) and GPU 1 would follow.
-  HardwareSpec hw = load_hardware(hardware_with("coupled_rail_peer", "  bandwidth_sharing: coupled\n  coupled_gpus: 0.0625\n"));
-  hw.nodes = 2;
-  REQUIRE(hw.ep_backend.internode_route == "rail_forward");
-  const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-128.yaml").string());
-  Plan plan;
-  plan.balancer = "hand";
-  plan.num_gpus = 16;
-  plan.gemm_order.resize(16);
-  for (int g = 0; g < 16; ++g) {
-    plan.instances.push_back({g, g, InstanceKind::static_expert});
-    plan.routes.push_back({g, g, 100, Carrier::none, -1, 0});
-    plan.gemm_order[static_cast<std::size_t>(g)] = {{g, {g}}};
-  }
-  plan.instances.push_back({1, 10, InstanceKind::replica});
-  plan.gemm_order[10].push_back({10, {16}});
-  plan.transfers.push_back(
-      {TransferKind::weights, PassKind::forward, 16, 1, 10, 1'000'000'000, Carrier::ep_backend, TransferStart::after_dispatch});
-  validate_plan(plan, model.num_experts, hw.gpus_per_node);
-  SimContext context(hw, model, 16);
-  REQUIRE(context.topology().forwarding_gpu(1, 10) == 9);
-  const ExchangeFanout fanout(plan, nullptr, model, hw.ep_backend.token_copies, hw.gpus_per_node);
-  const LayerRun run(context, plan, fanout, std::vector<std::int64_t>(16, 100), false);
-  for (int g = 0; g < 16; ++g) {
-    INFO("GPU " << g);
-    CHECK(context.network().group_follows(context.topology().nic_in(g)) == (g == 9));
+  // 16 GPUs on 2 nodes of 8, one expert each with its own rank's 100 tokens, and besides either 1 GB
+  // of weights from GPU 1 to a copy of its expert on GPU 10, after the dispatch (no weight sync
+  // before it), or, with a token copy per GPU, 100,000 of rank 1's tokens to that copy. Under
+  // rail_forward the message crosses GPU 1's NIC into GPU 9, GPU 1's rail peer in node 1, and GPU
+  // 9's NVLink into GPU 10: GPU 9 is the busiest (its NIC and its NVLink), and with one GPU in 16
+  // following (coupled_gpus 1/16) it is GPU 9. Counted at the two ends alone, GPUs 1 and 10 would
+  // tie (each the bytes over its NIC) and GPU 1 would follow.
+  for (const bool tokens : {false, true}) {
+    INFO(std::string(tokens ? "tokens, a copy per GPU" : "weights"));
+    HardwareSpec hw = load_hardware(hardware_with("coupled_rail_peer", "  bandwidth_sharing: coupled\n  coupled_gpus: 0.0625\n"));
+    hw.nodes = 2;
+    if (tokens) hw.ep_backend.token_copies = TokenCopies::per_gpu;
+    REQUIRE(hw.ep_backend.internode_route == "rail_forward");
+    const ModelSpec model = load_model((test::source_dir() / "models/glm5-like-128.yaml").string());
+    Plan plan;
+    plan.balancer = "hand";
+    plan.num_gpus = 16;
+    plan.gemm_order.resize(16);
+    for (int g = 0; g < 16; ++g) {
+      plan.instances.push_back({g, g, InstanceKind::static_expert});
+      plan.routes.push_back({g, g, 100, Carrier::none, -1, 0});
+      plan.gemm_order[static_cast<std::size_t>(g)] = {{g, {g}}};
+    }
+    plan.instances.push_back({1, 10, InstanceKind::replica});
+    plan.gemm_order[10].push_back({10, {16}});
+    plan.transfers.push_back({TransferKind::weights, PassKind::forward, 16, 1, 10, tokens ? 1'000 : 1'000'000'000,
+                              Carrier::ep_backend, TransferStart::after_dispatch});
+    if (tokens) plan.routes.push_back({1, 16, 100'000, Carrier::ep_backend, -1, 0});
+    validate_plan(plan, model.num_experts, hw.gpus_per_node);
+    SimContext context(hw, model, 16);
+    REQUIRE(context.topology().forwarding_gpu(1, 10) == 9);
+    const ExchangeFanout fanout(plan, nullptr, model, hw.ep_backend.token_copies, hw.gpus_per_node);
+    std::vector<std::int64_t> local(16, 100);
+    if (tokens) local[1] += 100'000;
+    const LayerRun run(context, plan, fanout, local, false);
+    for (int g = 0; g < 16; ++g) {
+      INFO("GPU " << g);
+      CHECK(context.network().group_follows(context.topology().nic_in(g)) == (g == 9));
+    }
   }
 }
 
