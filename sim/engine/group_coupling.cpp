@@ -401,7 +401,6 @@ void GroupSharing::room_joined(Group& g, GroupCoupling& gc, std::int32_t c) {
 }
 
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
-  if (!groups_[static_cast<std::size_t>(gi)].follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   Coupling& cp = gc.classes[static_cast<std::size_t>(cls)];
   if (cp.active) return;
