@@ -124,7 +124,10 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   gc.recapped.clear();
   const std::size_t nclasses = g.classes.size();
   const std::size_t nlinks = g.links.size();
-  if (caps_.size() < nclasses) caps_.resize(nclasses);
+  if (caps_.size() < nclasses) {
+    caps_.resize(nclasses);
+    rates_before_.resize(nclasses);
+  }
   // One pass over the classes with flows: each one's cap, the flows not yet frozen on each link, and
   // what the classes would take from each link at their caps.
   double residual[kMaxGroupLinks];
@@ -143,8 +146,8 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   for (const std::int32_t ci : gc.active) {
     const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
-    fold_clock(g, gc, ci);  // (its rate is about to change)
     caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
+    rates_before_[c] = k.rate;  // (its clock runs at it until now)
     k.rate = -1;  // not frozen yet
     const double n = k.ends.size();
     sums.add(k.mask, n, n * std::max(caps_[c], kMinRate), count);
@@ -220,15 +223,21 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     flows_on[b] += n;
     load[b] += carried;
   };
-  // Every class's end is worked out again: the pass finds the first (note_end, in class order).
-  gc.first = -1;
-  gc.first_known = true;
+  // A class whose rate moved has its clock moved to now at its old rate and its end worked out at
+  // its new one; the others' clocks and ends stand (their ends were worked out as their flows came
+  // and went: group_event, settle_entered). A solve after a departure moves the link-bound classes,
+  // while those their senders hold keep their rates: 43% of the classes the EP 1,024 near-uniform
+  // layer's full solves visit, 48% of the log-normal one's.
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.rate = k.rate;
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
-    reckon_end(g, gc, c);
+    const double before = rates_before_[static_cast<std::size_t>(c)];
+    if (k.rate != before) {
+      fold_clock_at(g, gc, c, before);
+      reckon_end(g, gc, c);
+    }
     const double n = k.ends.size();
     sums.add(k.mask, n, n * k.rate, carry);
   }

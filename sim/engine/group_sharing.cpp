@@ -150,11 +150,15 @@ void GroupSharing::settle_entered() {
     Group& g = groups_[static_cast<std::size_t>(gi)];
     g.dirty = false;
     LinkEnd* const fronts = fronts_of(gi);
-    for_each_class(gi, [this, fronts, &g](Class& c) {
+    GroupCoupling* const gc = fronts != nullptr ? &coupling_[static_cast<std::size_t>(gi)] : nullptr;
+    for_each_class(gi, [this, fronts, gc, &g](Class& c) {
       if (c.batch_begin == kNoBatch) return;
       c.ends.settle(c.batch_begin, settle_scratch_);
       c.batch_begin = kNoBatch;
       refresh_front(fronts, g, c);
+      // A following class's end at the rate it has (its clock is at now: coupled_join), which the
+      // solve keeps unless the rate moves; a class gaining its first flows has none yet.
+      if (gc != nullptr && c.rate > 0) reckon_end(g, *gc, static_cast<std::int32_t>(&c - g.classes.data()));
     });
     solve(gi);
     schedule_group(gi);

@@ -39,14 +39,19 @@ void AllToAllV::prepare(double bytes_per_unit) {
   const std::vector<ExchangeShape::Hop>& shape_hops = shape_->hops();
   const double* terms = shape_->terms().data();
   const std::vector<int>& feed_offsets = shape_->feed_offsets();
-  hops_.resize(shape_hops.size());
-  pending_.resize(shape_hops.size());
-  left_.resize(shape_hops.size());
+  // Appended, not resized and then written: a wide exchange's hops fill megabytes, which a resize
+  // would first write with zeros.
+  hops_.clear();
+  pending_.clear();
+  left_.clear();
+  hops_.reserve(shape_hops.size());
+  pending_.reserve(shape_hops.size());
+  left_.reserve(shape_hops.size());
   for (std::size_t h = 0; h < shape_hops.size(); ++h) {
     const ExchangeShape::Hop& spec = shape_hops[h];
     double bytes = 0;
     for (std::uint32_t t = spec.terms_begin; t < spec.terms_end; ++t) bytes += terms[t] * bytes_per_unit;
-    Hop& hop = hops_[h];
+    Hop& hop = hops_.emplace_back();
     hop.from = spec.from;
     hop.to = spec.to;
     hop.bytes = bytes;
@@ -54,8 +59,8 @@ void AllToAllV::prepare(double bytes_per_unit) {
     hop.feeds_end = static_cast<std::uint32_t>(feed_offsets[h + 1]);
     hop.by_copy_engine = spec.by_copy_engine;
     hop.alone = spec.inputs == 0;
-    pending_[h] = spec.pending;
-    left_[h] = spec.inputs + 1;  // its own bytes are one more input
+    pending_.push_back(spec.pending);
+    left_.push_back(spec.inputs + 1);  // its own bytes are one more input
     if (spec.first) {
       total_bytes_ += bytes;
       if (spec.by_copy_engine) copy_engine_bytes_ += bytes;
