@@ -280,6 +280,30 @@ TEST_CASE("coupled: a receiver's classes keep their own clocks, and one that end
   }
 }
 
+TEST_CASE("coupled: a flow joining a receiver's class that keeps its rate ends at its own end") {
+  // A following group's solve moves the clocks and ends of the classes whose rates move alone; a
+  // class that flows join has its end worked out as they join. R (1 byte/ps, following) has no
+  // room: f1 (1e6 bytes, capped at 0.2 byte/ps) from S1 and f2 (1e7) from S2, which takes the 0.8
+  // left. At 1,000,000 ps f3 (100,000, capped at 0.2) joins f1's class at S1 and at R: S1 sends
+  // both at 0.2 and R's class for S1 keeps its 0.2, while f2 falls to 0.6. f3 ends at 1,000,000 +
+  // 100,000 / 0.2 = 1,500,000 (a receiver that kept its class's end from before f3 joined would
+  // end f3 with f1), f1 at 5,000,000. f2 has 800,000 by 1,000,000, 1,100,000 by 1,500,000 and
+  // 3,900,000 by 5,000,000, then runs at S2's 1 and ends at 5,000,000 + 6,100,000 = 11,100,000.
+  constexpr double kFifthByte_GBps = 0.2 * kBytePerPs_GBps;
+  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
+    INFO(mode_name(mode));
+    TwoSendersAndReceivers n(mode, 1, 1);
+    Ends ends(3);
+    n.net.start_flow({n.s1, n.r}, 1e6, 0, kFifthByte_GBps, ends.at(0));
+    n.net.start_flow({n.s2, n.r}, 1e7, 0, kNoCap, ends.at(1));
+    n.q.schedule(1'000'000, [&] { n.net.start_flow({n.s1, n.r}, 100'000, 0, kFifthByte_GBps, ends.at(2)); });
+    n.q.run();
+    CHECK(ends.ended[2] == 1'500'000);
+    CHECK(ends.ended[0] == 5'000'000);
+    CHECK(ends.ended[1] == 11'100'000);
+  }
+}
+
 TEST_CASE("coupled: a receiver's first end that its sender pushes back behind another's comes second") {
   // S1 (1 byte/ps) sends f1 (500,000 bytes) to R (10 byte/ps, following), and f2 (700,000), capped
   // at 1 byte/ps, crosses R alone: R has room for both at 1, and f1's end comes first, at 500,000
