@@ -225,9 +225,10 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   };
   // A class whose rate moved has its clock moved to now at its old rate and its end worked out at
   // its new one; the others' clocks and ends stand (their ends were worked out as their flows came
-  // and went: group_event, settle_entered). A solve after a departure moves the link-bound classes,
-  // while those their senders hold keep their rates: 43% of the classes the EP 1,024 near-uniform
-  // layer's full solves visit, 48% of the log-normal one's.
+  // and went: group_event, settle_entered), and note_end keeps the group's first end as the moved
+  // ones' ends move. A solve after a departure moves the link-bound classes, while those their
+  // senders hold keep their rates: 43% of the classes the EP 1,024 near-uniform layer's full
+  // solves visit, 48% of the log-normal one's.
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];

@@ -156,8 +156,9 @@ void GroupSharing::settle_entered() {
       c.ends.settle(c.batch_begin, settle_scratch_);
       c.batch_begin = kNoBatch;
       refresh_front(fronts, g, c);
-      // A following class's end at the rate it has (its clock is at now: coupled_join), which the
-      // solve keeps unless the rate moves; a class gaining its first flows has none yet.
+      // A following class's end at the rate it has (its clock is at now: coupled_join), which
+      // stands if the solve keeps that rate. A rate of 0 (a class that gained its first flows in
+      // a group with room: room_joined) always moves, and the solve works the end out then.
       if (gc != nullptr && c.rate > 0) reckon_end(g, *gc, static_cast<std::int32_t>(&c - g.classes.data()));
     });
     solve(gi);

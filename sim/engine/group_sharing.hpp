@@ -319,7 +319,8 @@ class GroupSharing {
   }
   /// A following group's class `c`: its clock moved to now at its rate (before the rate or its
   /// ends change), and its next end worked out again (after). In the header: the following solve
-  /// runs both for each of its classes, and the event, in another file, for each that ends.
+  /// runs both for each of its classes whose rate moves, and the event, in another file, for each
+  /// that ends.
   void fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const {
     fold_clock_at(g, gc, c, g.classes[static_cast<std::size_t>(c)].rate);
   }
