@@ -17,10 +17,11 @@
 #   CACHE=1 scripts/count-ab.sh 'BM_WideEpLayer/ep:512/counts:0/sharing:2$' A B
 #
 # CACHE=1 simulates a 1 MiB last-level cache (--LL=1048576,16,64, the size of one core's L2 on the
-# development machine) and takes about three times as long. Needs valgrind (Debian: apt install valgrind).
+# AMD EPYC development machine) and takes about three times as long; LL_BYTES sets another size (the
+# Intel Xeon one's L2 is 2 MiB: LL_BYTES=2097152). Needs valgrind (Debian: apt install valgrind).
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 command -v valgrind > /dev/null || { echo "count-ab.sh: valgrind is not installed (Debian: apt install valgrind)" >&2; exit 2; }
@@ -32,7 +33,9 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sim=(--cache-sim=no)
-[[ ${CACHE:-0} == 1 ]] && sim=(--cache-sim=yes --LL=1048576,16,64)
+ll_bytes=${LL_BYTES:-1048576}
+[[ $ll_bytes =~ ^[1-9][0-9]*$ ]] || { echo "count-ab.sh: LL_BYTES must be a positive integer (bytes), got '$ll_bytes'" >&2; exit 2; }
+[[ ${CACHE:-0} == 1 ]] && sim=(--cache-sim=yes "--LL=$ll_bytes,16,64")
 first=()
 i=0
 for b in "$@"; do
