@@ -135,11 +135,24 @@ class GroupSharing {
     std::int32_t group;
     std::int32_t cls;
   };
+  /// A class that follows, as its leader lists it: whether it has flows (its Coupling::active), kept
+  /// here so that a leader's move passes over its idle followers without reading their records.
+  struct FollowerRef {
+    std::int32_t group;
+    std::int32_t cls;
+    bool active;
+  };
+  /// A following class's leader, and its place in the leader's followers.
+  struct LeaderLink {
+    ClassRef leader{-1, -1};
+    std::uint32_t index = 0;
+  };
   /// coupled: what a class follows and what follows it, parallel to Group::classes.
   struct Coupling {
-    std::vector<ClassRef> followers;   ///< classes whose leader it is
+    std::vector<FollowerRef> followers;  ///< classes whose leader it is
     /// Its leader's rate as the leader last told it (bytes per ps); +inf while the leader has no
-    /// flows. Kept here so that a solve reads its own group alone.
+    /// flows. Kept here so that a solve reads its own group alone. Told while the class has flows;
+    /// read from the leader when flows join it (class_joined).
     double leader_rate = std::numeric_limits<double>::infinity();
     /// A following class's rate as last solved (its Class's, copied): its leader's tell_class
     /// reads it beside leader_rate, where the class's own line, in another group, cost a miss
@@ -173,6 +186,9 @@ class GroupSharing {
     std::vector<Coupling> classes;    ///< parallel to Group::classes
     /// Its classes without a leader (coupled_class_of finds the others through their leader).
     std::vector<std::int32_t> roots;
+    /// Each class's leader ({-1, -1} for a root), parallel to classes: read when the class gains
+    /// its first flow or loses its last, to mark it in its leader's followers.
+    std::vector<LeaderLink> leader_of;
     /// A following group's classes with flows, by class index. A following group keeps a class per
     /// sending GPU for the whole layer (66 at EP 512 near-uniform), of which a solve finds about 38
     /// with flows: its events and solves pass over these alone, in the order of the full list, so
@@ -372,6 +388,8 @@ class GroupSharing {
   static void note_recapped(GroupCoupling& gc, std::int32_t cls);
   /// coupled: a following group's class gains its first flow (coupled_join).
   void class_joined(std::int32_t group, std::int32_t cls);
+  /// coupled: a following class's mark in its leader's followers (FollowerRef::active).
+  void mark_in_leader(const GroupCoupling& gc, std::int32_t cls, bool active);
   /// coupled: a following group's classes that lost their last flow in its event (emptied_) leave
   /// its active list.
   void drop_emptied(std::int32_t group);

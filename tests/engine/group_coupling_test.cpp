@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -301,6 +302,40 @@ TEST_CASE("coupled: a flow joining a receiver's class that keeps its rate ends a
     CHECK(ends.ended[2] == 1'500'000);
     CHECK(ends.ended[0] == 5'000'000);
     CHECK(ends.ended[1] == 11'100'000);
+  }
+}
+
+TEST_CASE("coupled: an idle follower takes its sender's rate when flows join it again") {
+  // A sender tells only the followers with flows; one that flows join again reads its sender's rate
+  // then. S (1 byte/ps) sends f1 (25,000 bytes) to R (10 byte/ps, following) and h (1e7) to X, both
+  // capped at 0.375 byte/ps, and m1 and m2 (125,000 each) to Y: 0.25 each, so f1 ends at 100,000
+  // ps and R's class for S goes idle. S then shares 1/3 each, until m1 and m2 end at 100,000 +
+  // 100,000 / (1/3) = 400,000, when h alone takes its cap, 0.375: S's class moves while R's is idle.
+  // At 500,000 f2 (30,000, capped at 0.375) joins S's class, which keeps its 0.375 (h and f2 take
+  // 0.75 of S), and R's class for S: f2 ends at 500,000 + 30,000 / 0.375 = 580,000. A receiver that
+  // kept the rate it heard before it went idle (1/3 at most) would end f2 at 590,000 or later.
+  constexpr double kCap_GBps = 0.375 * kBytePerPs_GBps;
+  for (const Mode mode : {Mode::coupled, Mode::exact, Mode::local}) {
+    INFO(mode_name(mode));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+    const LinkId r = net.add_link("R", 10 * kBytePerPs_GBps, 1);
+    const LinkId x = net.add_link("X", 10 * kBytePerPs_GBps, 2);
+    const LinkId y = net.add_link("Y", 10 * kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(5);
+    net.start_flow({s, r}, 25'000, 0, kCap_GBps, ends.at(0));
+    net.start_flow({s, x}, 1e7, 0, kCap_GBps, ends.at(1));
+    net.start_flow({s, y}, 125'000, 0, kNoCap, ends.at(2));
+    net.start_flow({s, y}, 125'000, 0, kNoCap, ends.at(3));
+    q.schedule(500'000, [&] { net.start_flow({s, r}, 30'000, 0, kCap_GBps, ends.at(4)); });
+    q.run();
+    CHECK(ends.ended[0] == 100'000);
+    CHECK(std::abs(ends.ended[2] - 400'000) <= 1);
+    CHECK(std::abs(ends.ended[3] - 400'000) <= 1);
+    CHECK(ends.ended[4] == 580'000);
   }
 }
 
