@@ -88,7 +88,7 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   if (leader.group >= 0) {
     for (const FollowerRef& f :
          coupling_[static_cast<std::size_t>(leader.group)].classes[static_cast<std::size_t>(leader.cls)].followers) {
-      if (f.group == gi && same(f.cls)) return f.cls;
+      if (f.group == gi && same(f.index())) return f.index();
     }
   } else {
     for (const std::int32_t c : gc.roots) {
@@ -110,7 +110,7 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
     std::vector<FollowerRef>& followers = lc.classes[static_cast<std::size_t>(leader.cls)].followers;
     gc.leader_of.back() = LeaderLink{leader, static_cast<std::uint32_t>(followers.size())};
     // Idle until flows join it, when it reads its leader's rate and is marked (class_joined).
-    followers.push_back(FollowerRef{gi, cls, false});
+    followers.push_back(FollowerRef{gi, ~cls});
   } else {
     gc.roots.push_back(cls);
   }
@@ -431,10 +431,9 @@ void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
 void GroupSharing::mark_in_leader(const GroupCoupling& gc, std::int32_t cls, bool active) {
   const LeaderLink& link = gc.leader_of[static_cast<std::size_t>(cls)];
   if (link.leader.group < 0) return;
-  coupling_[static_cast<std::size_t>(link.leader.group)]
-      .classes[static_cast<std::size_t>(link.leader.cls)]
-      .followers[link.index]
-      .active = active;
+  FollowerRef& f =
+      coupling_[static_cast<std::size_t>(link.leader.group)].classes[static_cast<std::size_t>(link.leader.cls)].followers[link.index];
+  f.cls = active ? cls : ~cls;
 }
 
 void GroupSharing::drop_emptied(std::int32_t gi) {
@@ -492,7 +491,7 @@ void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size
   for (const FollowerRef& f : cp.followers) {
     // An idle follower (no flows) reads its leader's rate when flows join it (class_joined): at a
     // wide layer's near-uniform exchange, 38% of a moving sender's followers are done with it.
-    if (!f.active) continue;
+    if (!f.active()) continue;
     GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
     Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
     fc.leader_rate = lead;
@@ -528,7 +527,7 @@ void GroupSharing::release_followers(std::int32_t gi) {
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   for (const std::int32_t c : emptied_) {
     for (const FollowerRef& f : gc.classes[static_cast<std::size_t>(c)].followers) {
-      if (!f.active) continue;  // (it reads its leader's state when flows join it: class_joined)
+      if (!f.active()) continue;  // (it reads its leader's state when flows join it: class_joined)
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];
       fc.leader_rate = kInf;

@@ -135,13 +135,16 @@ class GroupSharing {
     std::int32_t group;
     std::int32_t cls;
   };
-  /// A class that follows, as its leader lists it: whether it has flows (its Coupling::active), kept
-  /// here so that a leader's move passes over its idle followers without reading their records.
+  /// A class that follows, as its leader lists it, with whether it has flows (its Coupling::active),
+  /// kept here so that a leader's move passes over its idle followers without reading their
+  /// records. Eight bytes: a leader's move reads its whole list.
   struct FollowerRef {
     std::int32_t group;
-    std::int32_t cls;
-    bool active;
+    std::int32_t cls;  ///< ~cls (negative) while the class has no flows
+    bool active() const { return cls >= 0; }
+    std::int32_t index() const { return cls >= 0 ? cls : ~cls; }
   };
+  static_assert(sizeof(FollowerRef) == 8, "a follower's entry is two words");
   /// A following class's leader, and its place in the leader's followers.
   struct LeaderLink {
     ClassRef leader{-1, -1};
