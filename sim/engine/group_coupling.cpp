@@ -125,10 +125,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   gc.recapped.clear();
   const std::size_t nclasses = g.classes.size();
   const std::size_t nlinks = g.links.size();
-  if (caps_.size() < nclasses) {
-    caps_.resize(nclasses);
-    rates_before_.resize(nclasses);
-  }
+  if (caps_.size() < nclasses) caps_.resize(nclasses);
   // One pass over the classes with flows: each one's cap, the flows not yet frozen on each link, and
   // what the classes would take from each link at their caps.
   double residual[kMaxGroupLinks];
@@ -148,12 +145,23 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     const std::size_t c = static_cast<std::size_t>(ci);
     Class& k = g.classes[c];
     caps_[c] = std::min(k.cap, gc.classes[c].leader_rate);
-    rates_before_[c] = k.rate;  // (its clock runs at it until now)
-    k.rate = -1;  // not frozen yet
     const double n = k.ends.size();
     sums.add(k.mask, n, n * std::max(caps_[c], kMinRate), count);
   }
   sums.spread(count);
+  // A class's rate as solved. One whose rate moves has its clock moved to now at its old rate and
+  // its end worked out at its new one; the others' clocks and ends stand (their ends were worked out
+  // as their flows came and went: group_event, settle_entered), and note_end keeps the group's first
+  // end as the moved ones' ends move, in any order. A solve after a departure moves the link-bound
+  // classes, while those their senders hold keep their rates: 43% of the classes the EP 1,024
+  // near-uniform layer's full solves visit, 48% of the log-normal one's.
+  const auto set_rate = [&](Class& k, double rate) {
+    if (rate == k.rate) return;
+    const std::int32_t c = static_cast<std::int32_t>(&k - g.classes.data());
+    fold_clock(g, gc, c);
+    k.rate = rate;
+    reckon_end(g, gc, c);
+  };
   // Half the solves of a following group find every link with room for every class at its cap
   // (a receiver whose senders are slower than it): progressive filling would then freeze each class
   // at its cap, one by one, and no link would fill. Those rates are set at once. The margin keeps a
@@ -162,7 +170,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   for (std::size_t b = 0; b < nlinks && room; ++b) room = demand[b] < g.links[b].capacity * (1 - kRoomMargin);
   if (room) {
     for (const std::int32_t c : gc.active)
-      g.classes[static_cast<std::size_t>(c)].rate = std::max(caps_[static_cast<std::size_t>(c)], kMinRate);
+      set_rate(g.classes[static_cast<std::size_t>(c)], std::max(caps_[static_cast<std::size_t>(c)], kMinRate));
     for (std::size_t b = 0; b < nlinks; ++b) gc.demand[b] = demand[b];
   }
   gc.room = room;
@@ -176,7 +184,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     unfrozen[b] -= n;
   };
   const auto freeze = [&](Class& k, double level) {
-    k.rate = level;
+    set_rate(k, level);
     const double n = k.ends.size();
     sums.add(k.mask, n, n * level, take);
   };
@@ -224,22 +232,11 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     flows_on[b] += n;
     load[b] += carried;
   };
-  // A class whose rate moved has its clock moved to now at its old rate and its end worked out at
-  // its new one; the others' clocks and ends stand (their ends were worked out as their flows came
-  // and went: group_event, settle_entered), and note_end keeps the group's first end as the moved
-  // ones' ends move. A solve after a departure moves the link-bound classes, while those their
-  // senders hold keep their rates: 43% of the classes the EP 1,024 near-uniform layer's full
-  // solves visit, 48% of the log-normal one's.
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
     cp.rate = k.rate;
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
-    const double before = rates_before_[static_cast<std::size_t>(c)];
-    if (k.rate != before) {
-      fold_clock_at(g, gc, c, before);
-      reckon_end(g, gc, c);
-    }
     const double n = k.ends.size();
     sums.add(k.mask, n, n * k.rate, carry);
   }
@@ -414,9 +411,10 @@ void GroupSharing::room_joined(Group& g, GroupCoupling& gc, std::int32_t c) {
 void GroupSharing::class_joined(std::int32_t gi, std::int32_t cls) {
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   Coupling& cp = gc.classes[static_cast<std::size_t>(cls)];
-  if (cp.active) return;
-  cp.active = true;
-  gc.active.insert(std::lower_bound(gc.active.begin(), gc.active.end(), cls), cls);
+  // (Once a flow: coupled_join calls it while the class has no ends, and the flow's end joins next.)
+  const auto at = std::lower_bound(gc.active.begin(), gc.active.end(), cls);
+  assert(at == gc.active.end() || *at != cls);
+  gc.active.insert(at, cls);
   const ClassRef leader = gc.leader_of[static_cast<std::size_t>(cls)].leader;
   if (leader.group < 0) return;
   // Its leader told its idle followers nothing (tell_class, release_followers): it takes the rate
@@ -443,7 +441,6 @@ void GroupSharing::drop_emptied(std::int32_t gi) {
   // leave the active list, which keeps its order, without a pass that reads every class's line.
   for (const std::int32_t c : emptied_) {
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
-    cp.active = false;
     cp.leader_bound = false;  // (tell_followers reads it, and solves no longer visit the class)
     mark_in_leader(gc, c, false);
     gc.active.erase(std::lower_bound(gc.active.begin(), gc.active.end(), c));  // (sorted)
@@ -497,7 +494,7 @@ void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size
     fc.leader_rate = lead;
     // Its rate is in the record just written (`rate`, its class's, copied): its class line, in
     // another group, is not read.
-    assert(fc.active && !groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].ends.empty());
+    assert(!groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].ends.empty());
     assert(fc.rate == groups_[static_cast<std::size_t>(f.group)].classes[static_cast<std::size_t>(f.cls)].rate);
     if (fgc.room) note_recapped(fgc, f.cls);
     // A follower re-solves when its rate is off its new cap by more than kTellTolerance: one its

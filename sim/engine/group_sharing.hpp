@@ -135,9 +135,9 @@ class GroupSharing {
     std::int32_t group;
     std::int32_t cls;
   };
-  /// A class that follows, as its leader lists it, with whether it has flows (its Coupling::active),
-  /// kept here so that a leader's move passes over its idle followers without reading their
-  /// records. Eight bytes: a leader's move reads its whole list.
+  /// A class that follows, as its leader lists it, with whether it has flows (whether it is in its
+  /// group's GroupCoupling::active), kept here so that a leader's move passes over its idle
+  /// followers without reading their records. Eight bytes: a leader's move reads its whole list.
   struct FollowerRef {
     std::int32_t group;
     std::int32_t cls;  ///< ~cls (negative) while the class has no flows
@@ -162,7 +162,6 @@ class GroupSharing {
     /// for each follower of every move.
     double rate = 0;
     bool leader_bound = false;         ///< its rate is its leader's, as last solved
-    bool active = false;               ///< a following group's: in GroupCoupling::active
     /// A leading class that gained flows since its group's last solve after it had none: its
     /// followers are told its rate after that solve (keep_rates), whatever it was before.
     bool refilled = false;
@@ -341,15 +340,11 @@ class GroupSharing {
   /// runs both for each of its classes whose rate moves, and the event, in another file, for each
   /// that ends.
   void fold_clock(Group& g, GroupCoupling& gc, std::int32_t c) const {
-    fold_clock_at(g, gc, c, g.classes[static_cast<std::size_t>(c)].rate);
-  }
-  /// fold_clock at `rate`, the rate the class ran at since its clock_at (a solve has written its new one).
-  void fold_clock_at(Group& g, GroupCoupling& gc, std::int32_t c, double rate) const {
     const Time_ps now = queue_.now_ps();
     Time_ps& at = gc.clock_at[static_cast<std::size_t>(c)];
     // A class without flows keeps its clock where it stopped, as a local group's does.
     Class& k = g.classes[static_cast<std::size_t>(c)];
-    if (now != at && !k.ends.empty()) k.clock_bytes += rate * static_cast<double>(now - at);
+    if (now != at && !k.ends.empty()) k.clock_bytes += k.rate * static_cast<double>(now - at);
     at = now;
   }
   void reckon_end(Group& g, GroupCoupling& gc, std::int32_t c) const {
@@ -475,7 +470,6 @@ class GroupSharing {
   std::vector<GroupCoupling> coupling_;     ///< parallel to groups_
   std::vector<double> old_rates_;           ///< keep_rates's, for tell_followers: the rates before a solve
   std::vector<double> caps_;                ///< solve_coupled's: each class's cap
-  std::vector<double> rates_before_;        ///< solve_coupled's: each class's rate before the solve
   std::vector<std::int32_t> unfrozen_scratch_;  ///< solve_coupled's: the classes not yet frozen
   std::vector<std::int32_t> worklist_;      ///< cascade's: groups to re-solve
   std::uint32_t cascade_stamp_ = 0;
