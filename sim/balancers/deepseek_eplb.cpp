@@ -124,8 +124,8 @@ Plan DeepseekEplb::plan(const TraceRecord& record, const BalancerContext& contex
       const ExpertInstance& i = plan.instances[inst];
       if (i.gpu == home[i.expert] || before.count({i.expert, i.gpu}) || !sent.insert({i.expert, i.gpu}).second)
         continue;
-      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home[i.expert], i.gpu, weight_bytes,
-                                Carrier::ep_backend, TransferStart::before_dispatch});
+      plan.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::ep_backend,
+                                TransferStart::before_dispatch, inst, home[i.expert], i.gpu, weight_bytes});
     }
   }
 

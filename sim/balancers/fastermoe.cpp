@@ -76,11 +76,11 @@ Plan FasterMoe::plan(const TraceRecord& record, const BalancerContext& context) 
         const int inst = shadow_instance[e][edge.dst];
         if (pass == PassKind::forward)
           plan.transfers.push_back(
-              {TransferKind::weights, pass, inst, edge.src, edge.dst, edge.bytes, Carrier::ep_backend,
-               TransferStart::after_dispatch});
+              {TransferKind::weights, pass, Carrier::ep_backend, TransferStart::after_dispatch, inst, edge.src,
+               edge.dst, edge.bytes});
         else  // v1's per-expert ncclReduce, issued right after the shadow's backward on a stream of its own
-          plan.transfers.push_back({TransferKind::gradients, pass, inst, edge.dst, edge.src, edge.bytes,
-                                    Carrier::ep_backend, TransferStart::after_wgrad});
+          plan.transfers.push_back({TransferKind::gradients, pass, Carrier::ep_backend, TransferStart::after_wgrad,
+                                    inst, edge.dst, edge.src, edge.bytes});
       }
     }
   }

@@ -110,10 +110,10 @@ Plan Feplb::plan(const TraceRecord& record, const BalancerContext& context) {
       moved_in[piece.receiver].instances.push_back(inst);
       // Weights go out once the planner has decided; the receiver's weight gradients come back in the
       // training's gradient precision after its weight-gradient GEMM, for the home GPU to sum.
-      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home[e], piece.receiver, weight_bytes,
-                                Carrier::copy_engine, TransferStart::after_dispatch});
-      plan.transfers.push_back({TransferKind::gradients, PassKind::backward, inst, piece.receiver, home[e],
-                                gradient_bytes, Carrier::copy_engine, TransferStart::after_dispatch});
+      plan.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::copy_engine,
+                                TransferStart::after_dispatch, inst, home[e], piece.receiver, weight_bytes});
+      plan.transfers.push_back({TransferKind::gradients, PassKind::backward, Carrier::copy_engine,
+                                TransferStart::after_dispatch, inst, piece.receiver, home[e], gradient_bytes});
       std::int64_t need = piece.tokens;
       while (need > 0) {
         std::int64_t& left = keep[static_cast<std::size_t>(s) * experts + e];

@@ -399,11 +399,11 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     for (int h = 0; h < n; ++h) {
       if (h == g) continue;
       if (gather && weight_shard_[h] > 0)
-        *transfer++ = {TransferKind::weights, PassKind::forward, inst, h, g, weight_shard_[h], Carrier::ep_backend,
-                       TransferStart::prefetch};
+        *transfer++ = {TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::prefetch, inst, h,
+                       g, weight_shard_[h]};
       if (reduce && grad_shard_[h] > 0)
-        *transfer++ = {TransferKind::gradients, PassKind::backward, inst, g, h, grad_shard_[h], Carrier::ep_backend,
-                       TransferStart::after_dispatch};
+        *transfer++ = {TransferKind::gradients, PassKind::backward, Carrier::ep_backend, TransferStart::after_dispatch,
+                       inst, g, h, grad_shard_[h]};
     }
   }
 

@@ -248,11 +248,11 @@ Plan MicroMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       const int e = plan.instances[inst].expert;
       const int g = plan.instances[inst].gpu;
       const int home = plan.instances[e].gpu;
-      plan.transfers.push_back({TransferKind::weights, PassKind::forward, inst, home, g, weight_bytes,
-                                Carrier::ep_backend, TransferStart::before_dispatch});
+      plan.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::ep_backend,
+                                TransferStart::before_dispatch, inst, home, g, weight_bytes});
       plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home, grad_bytes, Carrier::ep_backend,
-           TransferStart::after_dispatch});
+          {TransferKind::gradients, PassKind::backward, Carrier::ep_backend, TransferStart::after_dispatch, inst, g,
+           home, grad_bytes});
     }
   }
   return plan;

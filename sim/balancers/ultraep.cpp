@@ -218,9 +218,8 @@ static_assert(kMaxPlanGpus <= (1 << kTieBits), "a GPU index fits below a remaind
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "src_rank is the low half of the word");
 static_assert(offsetof(TokenRoute, instance) == offsetof(TokenRoute, src_rank) + sizeof(int),
               "instance follows src_rank");
-static_assert(sizeof(Carrier) == sizeof(int) &&
-                  offsetof(TokenRoute, via_gpu) == offsetof(TokenRoute, carrier) + sizeof(int),
-              "via_gpu follows carrier, and the two fill a word");
+static_assert(offsetof(TokenRoute, via_gpu) == offsetof(TokenRoute, carrier) + sizeof(int),
+              "via_gpu follows carrier (one byte and its padding), and the two fill a word");
 
 /// How the sources split an expert's tokens over its instances, worked out once per plan so that each
 /// source's split is computed where its routes are written. Locality first: each instance's host keeps
@@ -605,8 +604,8 @@ __attribute__((noinline)) int split_column(const ExpertSplit& x, const std::uint
 
 /// Writes a direct route (via_gpu -1, stage 0) at `route`, whose bytes may be anything, and returns
 /// the next route. src_rank and instance go in as one little-endian 8-byte word (src_rank low), and so
-/// do carrier and via_gpu: the compiler does not merge the 4-byte stores, and a store fewer per route
-/// is a tenth of the routes' time.
+/// do carrier (with the padding after it) and via_gpu: the compiler does not merge the smaller
+/// stores, and a store fewer per route is a tenth of the routes' time.
 inline TokenRoute* put_route(TokenRoute* route, std::uint64_t src_and_instance, std::int64_t tokens, Carrier carrier) {
   const std::uint64_t carrier_and_via =
       static_cast<std::uint32_t>(carrier) | std::uint64_t{static_cast<std::uint32_t>(-1)} << 32;
@@ -924,11 +923,11 @@ Plan UltraEp::plan(const TraceRecord& record, const BalancerContext& context) {
       // weight_sync, joined before the dispatch, again before the expert backward (the copies' buffers
       // are reused across layers), and grad_reduce: UltraEP's SM kernels, i.e. the EP backend.
       for (const PassKind pass : {PassKind::forward, PassKind::backward})
-        plan.transfers.push_back({TransferKind::weights, pass, inst, home[e], g, weight_bytes, Carrier::ep_backend,
-                                  TransferStart::before_dispatch});
+        plan.transfers.push_back({TransferKind::weights, pass, Carrier::ep_backend, TransferStart::before_dispatch,
+                                  inst, home[e], g, weight_bytes});
       plan.transfers.push_back(
-          {TransferKind::gradients, PassKind::backward, inst, g, home[e], grad_bytes, Carrier::ep_backend,
-           TransferStart::after_dispatch});
+          {TransferKind::gradients, PassKind::backward, Carrier::ep_backend, TransferStart::after_dispatch, inst, g,
+           home[e], grad_bytes});
     }
   }
 

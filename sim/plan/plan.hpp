@@ -18,8 +18,8 @@ namespace epsim {
 
 constexpr int kPlanVersion = 1;
 
-/// How bytes travel.
-enum class Carrier {
+/// How bytes travel. (The plan's enums are one byte each: a Transfer packs four of them in one word.)
+enum class Carrier : std::uint8_t {
   ep_backend,   ///< the EP all-to-all-v (DeepEP/NCCL kernels: SMs + NVLink/IB)
   copy_engine,  ///< the GPU's P2P Copy Engine over NVLink (no SMs), inside a node
   none,         ///< already where it is needed (a rank's tokens for its own experts)
@@ -72,8 +72,8 @@ static_assert(std::is_trivial_v<TokenRoute>, "TokenRoute stays trivial (see its 
 /// grows it with resize(n) writes all six fields of every new route.
 using TokenRoutes = std::vector<TokenRoute, DefaultInitAllocator<TokenRoute>>;
 
-enum class TransferKind { weights, gradients };
-enum class PassKind { forward, backward };
+enum class TransferKind : std::uint8_t { weights, gradients };
+enum class PassKind : std::uint8_t { forward, backward };
 
 /// When a transfer leaves.
 ///
@@ -99,7 +99,7 @@ enum class PassKind { forward, backward };
 ///                    the other experts' backward (FasterMoE's per-expert ncclReduce issued right
 ///                    after that expert's backward). Copy Engine: as after_dispatch.
 /// prefetch is for the forward only, after_wgrad for the backward only.
-enum class TransferStart {
+enum class TransferStart : std::uint8_t {
   after_dispatch,
   before_dispatch,
   prefetch,
@@ -112,20 +112,22 @@ enum class TransferStart {
 /// whose kernels hold SMs; TransferStart says where it runs.
 ///
 /// A trivial type, like TokenRoute and for the same reason: LAER-MoE's FSEP plans hold 2 (N - 1)
-/// transfers per instance (32,256 at EP 64), written in place (Transfers). A brace list that leaves
-/// out the last fields zeroes them, and zero is the first value of every field's enum: a transfer of
-/// weights, in the forward, on the EP backend, after the dispatch.
+/// transfers per instance (32,256 at EP 64; a million at EP 1,024), written in place (Transfers).
+/// Its four one-byte enums come first and share a word, so that a transfer takes 24 bytes, not 40:
+/// writing LAER-MoE's transfers was a fifth of its plan()'s time. A brace list names them in this
+/// order: kind, pass, carrier, start, instance, src_gpu, dst_gpu, bytes.
 struct Transfer {
   TransferKind kind;
   PassKind pass;
+  Carrier carrier;
+  TransferStart start;
   int instance;  ///< the instance the bytes serve
   int src_gpu;
   int dst_gpu;
   std::int64_t bytes;
-  Carrier carrier;
-  TransferStart start;
 };
 static_assert(std::is_trivial_v<Transfer>, "Transfer stays trivial (see its comment)");
+static_assert(sizeof(Transfer) == 24, "a Transfer's enums share one word (see its comment)");
 
 /// A plan's transfers. Growing it leaves the new ones unwritten (DefaultInitAllocator), as TokenRoutes
 /// does: whoever grows it with resize(n) writes every field of every new transfer.

@@ -302,11 +302,15 @@ TokenRoute route_from_json(const PlanReader& in, const json& r, std::size_t k) {
 
 Transfer transfer_from_json(const PlanReader& in, const json& t, std::size_t k) {
   const Element at{"transfers", k};
-  Transfer transfer{in.choice<TransferKind>(t, "kind", at, kTransferKinds),
-                    in.choice<PassKind>(t, "pass", at, kPasses), in.small(t, "instance", at, 0),
-                    in.small(t, "src_gpu", at, 0), in.small(t, "dst_gpu", at, 0),
-                    in.integer(t, "bytes", at, 0, kMaxPlanBytes),
-                    in.choice<Carrier>(t, "carrier", at, kCarriers), TransferStart::after_dispatch};
+  // Read in the order the plan format lists the fields, so that of several bad ones the first is named.
+  const TransferKind kind = in.choice<TransferKind>(t, "kind", at, kTransferKinds);
+  const PassKind pass = in.choice<PassKind>(t, "pass", at, kPasses);
+  const int instance = in.small(t, "instance", at, 0);
+  const int src_gpu = in.small(t, "src_gpu", at, 0);
+  const int dst_gpu = in.small(t, "dst_gpu", at, 0);
+  const std::int64_t bytes = in.integer(t, "bytes", at, 0, kMaxPlanBytes);
+  const Carrier carrier = in.choice<Carrier>(t, "carrier", at, kCarriers);
+  Transfer transfer{kind, pass, carrier, TransferStart::after_dispatch, instance, src_gpu, dst_gpu, bytes};
   // "start" came with the third transfer timing; plans written before it leave after the dispatch.
   if (t.is_object() && t.contains("start")) transfer.start = in.choice<TransferStart>(t, "start", at, kTransferStarts);
   return transfer;

@@ -626,8 +626,8 @@ TEST_CASE("coupled: an EP-backend message across nodes makes its rail peer the b
     }
     plan.instances.push_back({1, 10, InstanceKind::replica});
     plan.gemm_order[10].push_back({10, {16}});
-    plan.transfers.push_back({TransferKind::weights, PassKind::forward, 16, 1, 10, tokens ? 1'000 : 1'000'000'000,
-                              Carrier::ep_backend, TransferStart::after_dispatch});
+    plan.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::ep_backend,
+                              TransferStart::after_dispatch, 16, 1, 10, tokens ? 1'000 : 1'000'000'000});
     if (tokens) plan.routes.push_back({1, 16, 100'000, Carrier::ep_backend, -1, 0});
     validate_plan(plan, model.num_experts, hw.gpus_per_node);
     SimContext context(hw, model, 16);

@@ -34,12 +34,12 @@ Plan two_gpu_plan() {
                  {1, 1, 7, Carrier::copy_engine, 0, 0},  // two-phase: rank 1 -> GPU 0 (EP), GPU 0 -> GPU 1 (CE)
                  {0, 2, 4, Carrier::ep_backend, -1, 0},
                  {1, 2, 6, Carrier::none, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 4096, Carrier::copy_engine,
-                     TransferStart::after_dispatch},
-                    {TransferKind::gradients, PassKind::backward, 1, 1, 0, 2048, Carrier::copy_engine,
-                     TransferStart::after_dispatch},
-                    {TransferKind::weights, PassKind::forward, 1, 0, 1, 999, Carrier::ep_backend,
-                     TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::after_dispatch, 1,
+                     0, 1, 4096},
+                    {TransferKind::gradients, PassKind::backward, Carrier::copy_engine, TransferStart::after_dispatch,
+                     1, 1, 0, 2048},
+                    {TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::after_dispatch, 1, 0,
+                     1, 999}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   return plan;
 }

@@ -24,7 +24,7 @@ Plan shadow_plan(bool backward_first, TransferStart gradient_start) {
                     {0, 1, InstanceKind::dynamic_expert}, {2, 1, InstanceKind::static_expert}};
   plan.routes = {{0, 0, 4, Carrier::none, -1, 0}, {1, 1, 8, Carrier::none, -1, 0},
                  {1, 2, 3, Carrier::none, -1, -1}, {0, 3, 5, Carrier::copy_engine, -1, 0}};
-  plan.transfers = {{TransferKind::gradients, PassKind::backward, 2, 1, 0, 100, Carrier::copy_engine, gradient_start}};
+  plan.transfers = {{TransferKind::gradients, PassKind::backward, Carrier::copy_engine, gradient_start, 2, 1, 0, 100}};
   GemmGroup shadow{1, {2}};
   shadow.backward_first = backward_first;
   plan.gemm_order = {{{0, {0}}}, {{1, {1}}, shadow, {1, {3}}}};
@@ -72,12 +72,12 @@ TEST_CASE("the runner's Copy Engine weights: layer-start ones first, then those 
   plan.routes = {{0, 0, 4, Carrier::none, -1, 0}, {0, 2, 3, Carrier::copy_engine, -1, 0},
                  {1, 1, 2, Carrier::none, -1, 0}, {1, 3, 2, Carrier::none, -1, 0}};
   // Listed late first: after the planner (expert 0), at the layer's start (expert 2, expert 0 again).
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 2, 0, 1, 10, Carrier::copy_engine,
-                     TransferStart::after_dispatch},
-                    {TransferKind::weights, PassKind::forward, 2, 0, 1, 20, Carrier::copy_engine,
-                     TransferStart::before_dispatch},
-                    {TransferKind::weights, PassKind::forward, 2, 0, 1, 30, Carrier::copy_engine,
-                     TransferStart::prefetch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::after_dispatch, 2,
+                     0, 1, 10},
+                    {TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::before_dispatch, 2,
+                     0, 1, 20},
+                    {TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::prefetch, 2, 0, 1,
+                     30}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2, 3}}}};
   validate_plan(plan, 3, 2);
   const GpuTasks g0 = extract_gpu_tasks(plan, 0, 16, 2);

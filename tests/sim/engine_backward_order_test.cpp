@@ -33,8 +33,9 @@ Plan shadow_plan(bool fastermoe_backward) {
                     {0, 1, InstanceKind::dynamic_expert}};
   plan.routes = {{0, 0, 100, Carrier::none, -1, -1}, {1, 1, 100, Carrier::none, -1, 0},
                  {1, 2, 50, Carrier::none, -1, -1}};
-  plan.transfers = {{TransferKind::gradients, PassKind::backward, 2, 1, 0, 1'000'000, Carrier::ep_backend,
-                     fastermoe_backward ? TransferStart::after_wgrad : TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::gradients, PassKind::backward, Carrier::ep_backend,
+                     fastermoe_backward ? TransferStart::after_wgrad : TransferStart::after_dispatch, 2, 1, 0,
+                     1'000'000}};
   GemmGroup owner{0, {0}};
   GemmGroup shadow{1, {2}};
   owner.backward_first = shadow.backward_first = fastermoe_backward;
@@ -113,13 +114,13 @@ Plan replica_plan(bool restore) {
                     {0, 1, InstanceKind::dynamic_expert}};
   plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {1, 1, 100, Carrier::none, -1, 0},
                  {0, 2, 50, Carrier::ep_backend, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 2, 0, 1, 1'000'000, Carrier::ep_backend,
-                     TransferStart::before_dispatch},
-                    {TransferKind::gradients, PassKind::backward, 2, 1, 0, 2'000'000, Carrier::ep_backend,
-                     TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::before_dispatch, 2,
+                     0, 1, 1'000'000},
+                    {TransferKind::gradients, PassKind::backward, Carrier::ep_backend, TransferStart::after_dispatch, 2,
+                     1, 0, 2'000'000}};
   if (restore)
-    plan.transfers.push_back({TransferKind::weights, PassKind::backward, 2, 0, 1, 1'000'000, Carrier::ep_backend,
-                              TransferStart::before_dispatch});
+    plan.transfers.push_back({TransferKind::weights, PassKind::backward, Carrier::ep_backend,
+                              TransferStart::before_dispatch, 2, 0, 1, 1'000'000});
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   validate_plan(plan, 2, 2);
   return plan;

@@ -29,8 +29,8 @@ Plan late_weights_plan(std::vector<GemmGroup> gpu1) {
                     {0, 1, InstanceKind::dynamic_expert}, {3, 1, InstanceKind::static_expert}};
   plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {1, 1, 100, Carrier::none, -1, 0},
                  {1, 3, 100, Carrier::none, -1, 0}, {0, 2, 50, Carrier::ep_backend, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 2, 0, 1, 1'000'000, Carrier::copy_engine,
-                     TransferStart::before_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::before_dispatch, 2,
+                     0, 1, 1'000'000}};
   plan.gemm_order = {{{0, {0}}}, std::move(gpu1)};
   validate_plan(plan, 4, 2);
   return plan;

@@ -33,7 +33,7 @@ Plan replica_plan(const Transfer& weights, std::vector<GemmGroup> gpu1) {
 }
 
 Transfer weights_to_gpu1(double bytes, Carrier carrier, TransferStart start) {
-  return {TransferKind::weights, PassKind::forward, 2, 0, 1, static_cast<std::int64_t>(bytes), carrier, start};
+  return {TransferKind::weights, PassKind::forward, carrier, start, 2, 0, 1, static_cast<std::int64_t>(bytes)};
 }
 
 const TimelineEvent& event(const LayerResult& r, int gpu, Track track, const std::string& name) {
@@ -108,8 +108,8 @@ TEST_CASE("a weight prefetch runs beside the dispatch, sharing its links, and it
 
 TEST_CASE("a backward transfer that does not leave after the weight-gradient GEMM is a plan defect") {
   Plan plan = replica_plan(weights_to_gpu1(1e5, Carrier::ep_backend, TransferStart::prefetch), {{1, {1}}, {1, {2}}});
-  plan.transfers.push_back({TransferKind::gradients, PassKind::backward, 2, 1, 0, 100, Carrier::ep_backend,
-                            TransferStart::after_dispatch});
+  plan.transfers.push_back({TransferKind::gradients, PassKind::backward, Carrier::ep_backend,
+                            TransferStart::after_dispatch, 2, 1, 0, 100});
   CHECK_FALSE(find_plan_defect(plan, 2, 2).has_value());
   for (const TransferStart start : {TransferStart::before_dispatch, TransferStart::prefetch}) {
     plan.transfers[1].start = start;

@@ -187,11 +187,11 @@ Plan expected_plan(const LaerCase& c, const TraceRecord& r, const LaerLayout& la
       const std::int64_t w = weights / n + (h < weights % n ? 1 : 0);
       const std::int64_t d = grads / n + (h < grads % n ? 1 : 0);
       if ((always || (replanned && was == 0)) && w > 0)
-        p.transfers.push_back({TransferKind::weights, PassKind::forward, i, h, g, w, Carrier::ep_backend,
-                               TransferStart::prefetch});
+        p.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::prefetch,
+                               i, h, g, w});
       if ((always || copies_total[e] > 1) && d > 0)
-        p.transfers.push_back({TransferKind::gradients, PassKind::backward, i, g, h, d, Carrier::ep_backend,
-                               TransferStart::after_dispatch});
+        p.transfers.push_back({TransferKind::gradients, PassKind::backward, Carrier::ep_backend,
+                               TransferStart::after_dispatch, i, g, h, d});
     }
   }
   for (int s = 0; s < n; ++s)

@@ -34,8 +34,8 @@ Plan every_field_plan() {
                     {1, 1, InstanceKind::replica}};
   plan.routes = {{0, 0, 5, Carrier::none, -1, 0}, {1, 1, 7, Carrier::copy_engine, 0, 1},
                  {1, 2, 9, Carrier::none, -1, -1}};
-  plan.transfers = {{TransferKind::gradients, PassKind::backward, 1, 1, 0, 1234, Carrier::copy_engine,
-                     TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::gradients, PassKind::backward, Carrier::copy_engine, TransferStart::after_dispatch,
+                     1, 1, 0, 1234}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1, 2}}}};
   plan.planner = {PlannerSite::host_cpu, 3'000'000, PlannerStart::after_dispatch, 64};
   return plan;
@@ -89,9 +89,10 @@ TEST_CASE("transfer start and group marks survive JSON, plans without them read 
   plan.instances = {{0, 0, InstanceKind::static_expert}, {0, 1, InstanceKind::replica},
                     {1, 1, InstanceKind::static_expert}};
   plan.routes = {{0, 1, 4, Carrier::ep_backend, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 100, Carrier::ep_backend,
-                     TransferStart::before_dispatch},
-                    {TransferKind::weights, PassKind::forward, 1, 0, 1, 50, Carrier::ep_backend, TransferStart::prefetch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::before_dispatch, 1,
+                     0, 1, 100},
+                    {TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::prefetch, 1, 0, 1,
+                     50}};
   GemmGroup marked{1, {1}};
   marked.on_arrival = true;
   marked.after_planner = true;
@@ -142,8 +143,8 @@ nlohmann::json two_gpu_json() {
   plan.num_gpus = 2;
   plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::dynamic_expert}};
   plan.routes = {{0, 1, 5, Carrier::ep_backend, -1, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 1, 0, 1, 1000, Carrier::copy_engine,
-                     TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::after_dispatch, 1,
+                     0, 1, 1000}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1}}}};
   return plan_to_json(plan);
 }
@@ -241,8 +242,8 @@ TEST_CASE("a plan written straight to text is plan_to_json's dump, byte for byte
   plan.balancer = "hand \"quoted\" \\ name";
   plan.step = 4'000'000'000u;
   plan.num_gpus = 3;
-  plan.transfers.push_back({TransferKind::weights, PassKind::forward, 1, 0, 1, 9'000'000'000, Carrier::ep_backend,
-                            TransferStart::prefetch});
+  plan.transfers.push_back({TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::prefetch, 1,
+                            0, 1, 9'000'000'000});
   GemmGroup marked{1, {1}};
   marked.on_arrival = true;
   GemmGroup first{1, {2}};

@@ -20,10 +20,10 @@ inline Plan validation_plan() {
       {0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert}, {0, 1, InstanceKind::dynamic_expert}};
   plan.routes = {
       {0, 0, 100, Carrier::none, -1, 0}, {1, 1, 50, Carrier::none, -1, 0}, {1, 2, 100, Carrier::copy_engine, 0, 0}};
-  plan.transfers = {{TransferKind::weights, PassKind::forward, 2, 0, 1, 1'000'000, Carrier::copy_engine,
-                     TransferStart::after_dispatch},
-                    {TransferKind::gradients, PassKind::backward, 2, 1, 0, 1'000'000, Carrier::copy_engine,
-                     TransferStart::after_dispatch}};
+  plan.transfers = {{TransferKind::weights, PassKind::forward, Carrier::copy_engine, TransferStart::after_dispatch, 2,
+                     0, 1, 1'000'000},
+                    {TransferKind::gradients, PassKind::backward, Carrier::copy_engine, TransferStart::after_dispatch,
+                     2, 1, 0, 1'000'000}};
   plan.gemm_order = {{{0, {0}}}, {{1, {1}}, {1, {2}}}};
   plan.planner = {PlannerSite::host_cpu, 10 * kPsPerUs, PlannerStart::after_dispatch, 16};
   return plan;
