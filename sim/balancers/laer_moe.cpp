@@ -94,6 +94,7 @@ double layout_cost(const double* tokens, const int* layout, int devices, int exp
   std::vector<int> holders;
   holders.reserve(devices);
   std::vector<int> node_first(nodes + 1);
+  std::vector<double> inter_terms(static_cast<std::size_t>(std::max(gpus_per_node, 1)));
   for (int e = 0; e < experts; ++e) {
     const int* copies = layout + static_cast<std::size_t>(e) * devices;
     const double* row = tokens + static_cast<std::size_t>(e) * devices;
@@ -113,22 +114,36 @@ double layout_cost(const double* tokens, const int* layout, int devices, int exp
     if (all_units == 0) continue;
     for (int node = 0; node < nodes; ++node) {
       const int units = node_units[node];
+      const int first_s = node * gpus_per_node;
+      const int last_s = std::min(devices, first_s + gpus_per_node);
+      if (units == 0) {
+        // Every copy is in another node: the node's terms are worked out side by side first, so
+        // that their divisions, one per source, run two at a time (the line that divided and added
+        // took 38% of this function's samples at EP 64), then added in order. A source without
+        // tokens adds zero to both sums, which leaves them as they are: they start at zero and no
+        // term is negative.
+        double* const term = inter_terms.data();
+        for (int s = first_s; s < last_s; ++s) term[s - first_s] = bytes * row[s] / cost.inter_GBps;
+        double node_sum = 0;
+        for (int s = first_s; s < last_s; ++s) {
+          node_sum += row[s];
+          comm_sum += term[s - first_s];
+        }
+        node_tokens[node] = node_sum;
+        continue;
+      }
       // A source without a copy of its own: its share is units / V_intra (the exact value of the
       // general term below with own = 0, computed once per node).
       const double none_here = (units - 0.0) / cost.intra_GBps;
       double node_sum = 0;
-      for (int s = node * gpus_per_node, last = std::min(devices, s + gpus_per_node); s < last; ++s) {
+      for (int s = first_s; s < last_s; ++s) {
         const double t = row[s];
         if (t == 0) continue;
         node_sum += t;
-        if (units > 0) {
-          // Shares w/units: the copies on s itself at 1e9 GB/s, the rest of the node at V_intra.
-          const double own = copies[s];
-          comm_sum += own == 0 ? bytes * t * none_here / units
-                               : bytes * t * (own / 1e9 + (units - own) / cost.intra_GBps) / units;
-        } else {
-          comm_sum += bytes * t / cost.inter_GBps;  // every copy is in another node
-        }
+        // Shares w/units: the copies on s itself at 1e9 GB/s, the rest of the node at V_intra.
+        const double own = copies[s];
+        comm_sum += own == 0 ? bytes * t * none_here / units
+                             : bytes * t * (own / 1e9 + (units - own) / cost.intra_GBps) / units;
       }
       node_tokens[node] = node_sum;
     }
@@ -342,21 +357,40 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   plan.planner.duration_ps = replanned ? us_to_ps(params_.planner_time_us) : 0;
   for (int g = 0; g < n; ++g) plan.gemm_order[g].push_back(GemmGroup{g, {}});
 
+  // The GPUs holding each expert, ascending (holder_gpu_ from holder_first_[e]), read expert by
+  // expert as the layout is laid out. The instances and the routes' targets below are built from
+  // them: read GPU by GPU, the layout's cells were a stride of N apart.
+  holder_first_.assign(static_cast<std::size_t>(experts) + 1, 0);
+  holder_gpu_.clear();
+  for (int e = 0; e < experts; ++e) {
+    for (int g = 0; g < n; ++g)
+      if (copies_at(e, g) != 0) holder_gpu_.push_back(g);
+    holder_first_[static_cast<std::size_t>(e) + 1] = static_cast<int>(holder_gpu_.size());
+  }
+
   // One instance per (GPU, expert) with copies, GPU by GPU; copies of one expert on one GPU are one
-  // instance (same weights) that takes a proportional share of the tokens.
+  // instance (same weights) that takes a proportional share of the tokens. GPU g's instances are
+  // numbered from gpu_first_[g] on, in expert order: the experts in order hand out each GPU's next.
+  gpu_first_.assign(static_cast<std::size_t>(n) + 1, 0);
+  for (const int g : holder_gpu_) ++gpu_first_[static_cast<std::size_t>(g) + 1];
+  for (int g = 0; g < n; ++g) gpu_first_[g + 1] += gpu_first_[g];
+  gpu_next_.assign(gpu_first_.begin(), gpu_first_.end() - 1);
+  plan.instances.resize(holder_gpu_.size());
   instance_of_.assign(cells, -1);
   std::vector<int> copies_total(experts, 0);
+  for (int e = 0; e < experts; ++e) {
+    for (int h = holder_first_[e]; h < holder_first_[static_cast<std::size_t>(e) + 1]; ++h) {
+      const int g = holder_gpu_[h];
+      const int inst = gpu_next_[g]++;
+      instance_of_[static_cast<std::size_t>(e) * n + g] = inst;
+      copies_total[e] += copies_at(e, g);
+      plan.instances[inst] = {e, g, g == home[e] ? InstanceKind::static_expert : InstanceKind::replica};
+    }
+  }
   for (int g = 0; g < n; ++g) {
     std::vector<int>& group = plan.gemm_order[g].front().instances;
-    for (int e = 0; e < experts; ++e) {
-      const int c = copies_at(e, g);
-      if (c == 0) continue;
-      const int inst = static_cast<int>(plan.instances.size());
-      instance_of_[static_cast<std::size_t>(e) * n + g] = inst;
-      copies_total[e] += c;
-      plan.instances.push_back({e, g, g == home[e] ? InstanceKind::static_expert : InstanceKind::replica});
-      group.push_back(inst);
-    }
+    group.resize(static_cast<std::size_t>(gpu_first_[g + 1] - gpu_first_[g]));
+    std::iota(group.begin(), group.end(), gpu_first_[g]);
   }
   const int instances = static_cast<int>(plan.instances.size());
 
@@ -390,20 +424,42 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
     if (reduces(i.expert)) transfers += static_cast<std::size_t>(grad_shards - (grad_shard_[i.gpu] > 0));
   }
   plan.transfers.resize(transfers);
+  // The shards' sizes are read through locals: a transfer's store could write anything as far as the
+  // compiler knows, the members' data pointers included, which it would otherwise load again for
+  // every transfer. An instance's two decisions are taken once, outside its loop over the owners.
   Transfer* transfer = plan.transfers.data();
+  const std::int64_t* const weight_shard = weight_shard_.data();
+  const std::int64_t* const grad_shard = grad_shard_.data();
   for (int inst = 0; inst < instances; ++inst) {
     const int e = plan.instances[inst].expert;
     const int g = plan.instances[inst].gpu;
     const bool gather = gathers(e, g);
     const bool reduce = reduces(e);
-    for (int h = 0; h < n; ++h) {
-      if (h == g) continue;
-      if (gather && weight_shard_[h] > 0)
+    const auto put_weights = [&](int h) __attribute__((always_inline)) {
+      if (weight_shard[h] > 0)
         *transfer++ = {TransferKind::weights, PassKind::forward, Carrier::ep_backend, TransferStart::prefetch, inst, h,
-                       g, weight_shard_[h]};
-      if (reduce && grad_shard_[h] > 0)
+                       g, weight_shard[h]};
+    };
+    const auto put_grads = [&](int h) __attribute__((always_inline)) {
+      if (grad_shard[h] > 0)
         *transfer++ = {TransferKind::gradients, PassKind::backward, Carrier::ep_backend, TransferStart::after_dispatch,
-                       inst, g, h, grad_shard_[h]};
+                       inst, g, h, grad_shard[h]};
+    };
+    // Owner by owner, the instance's own GPU left out; for each owner its weights before its
+    // gradients.
+    const auto owners = [&](auto put) __attribute__((always_inline)) {
+      for (int h = 0; h < g; ++h) put(h);
+      for (int h = g + 1; h < n; ++h) put(h);
+    };
+    if (gather && reduce) {
+      owners([&](int h) __attribute__((always_inline)) {
+        put_weights(h);
+        put_grads(h);
+      });
+    } else if (gather) {
+      owners(put_weights);
+    } else if (reduce) {
+      owners(put_grads);
     }
   }
 
@@ -411,21 +467,19 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
   // or over all copies when its node has none. The targets depend only on (node, expert): listed
   // once, in `target_gpu_` / `target_copies_` from offset `target_first_[node * E + e]`, with their
   // copies' sum in `target_units`.
-  // The GPUs holding e, ascending, are listed first (holder_gpu_ from holder_first_[e]): most
-  // (node, expert) pairs have no copy in the node, and each of them would otherwise scan every GPU.
+  // They are found among the holders of e (above): most (node, expert) pairs have no copy in the
+  // node, and each of them would otherwise scan every GPU.
   const int nodes = (n + gpn - 1) / gpn;
-  holder_first_.assign(static_cast<std::size_t>(experts) + 1, 0);
-  holder_gpu_.clear();
-  for (int e = 0; e < experts; ++e) {
-    for (int g = 0; g < n; ++g)
-      if (copies_at(e, g) != 0) holder_gpu_.push_back(g);
-    holder_first_[static_cast<std::size_t>(e) + 1] = static_cast<int>(holder_gpu_.size());
-  }
   target_first_.assign(static_cast<std::size_t>(nodes) * experts + 1, 0);
   target_gpu_.clear();
   target_copies_.clear();
   std::vector<int> target_units(static_cast<std::size_t>(nodes) * experts, 0);
+  // Each expert's holders in a node are a run of its ascending list, the node's GPUs [first_gpu,
+  // end_gpu): the nodes in order walk each list once, from where the last node's run ended
+  // (holder_next_[e]), rather than testing every holder at every node.
+  holder_next_.assign(holder_first_.begin(), holder_first_.end() - 1);
   for (int node = 0; node < nodes; ++node) {
+    const int end_gpu = (node + 1) * gpn;
     for (int e = 0; e < experts; ++e) {
       const int* first = holder_gpu_.data() + holder_first_[e];
       const int* last = holder_gpu_.data() + holder_first_[static_cast<std::size_t>(e) + 1];
@@ -437,8 +491,9 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
         target_copies_.push_back(c);
         units += c;
       };
-      for (const int* g = first; g != last; ++g)
-        if (*g / gpn == node) take(*g);
+      const int* g = holder_gpu_.data() + holder_next_[e];
+      for (; g != last && *g < end_gpu; ++g) take(*g);
+      holder_next_[e] = static_cast<int>(g - holder_gpu_.data());
       if (target_gpu_.size() == begin)
         for (const int* g = first; g != last; ++g) take(*g);
       target_first_[static_cast<std::size_t>(node) * experts + e + 1] = static_cast<int>(target_gpu_.size());
@@ -470,14 +525,21 @@ Plan LaerMoe::plan(const TraceRecord& record, const BalancerContext& context) {
       const auto total = static_cast<std::uint32_t>(target_units[row + e]);
       const std::int64_t base = c / total;
       const std::int64_t rem = c % total;
+      // A target's units are the next target_copies_[i] of the W: counted from the rotation, they
+      // take up places [from, to), which wrap round W at most once, and the places below rem get a
+      // token more: counted in closed form rather than unit by unit (most targets have one unit,
+      // and the loop per unit cost more than its work).
+      const int units = static_cast<int>(total);
+      const int extra = static_cast<int>(rem);
       const int rotation = static_cast<int>(static_cast<std::uint32_t>(s) % total);
-      int unit = 0;
+      int from = rotation == 0 ? 0 : units - rotation;  // unit 0's place from the rotation
       for (int i = begin; i < end; ++i) {
-        std::int64_t share = 0;
-        for (int k = 0; k < target_copies_[i]; ++k, ++unit) {
-          const int from_rotation = unit >= rotation ? unit - rotation : unit - rotation + static_cast<int>(total);
-          share += base + (from_rotation < rem ? 1 : 0);
-        }
+        const int copies = target_copies_[i];
+        const int to = from + copies;  // below 2 W: from < W and copies <= W
+        const int below_rem = (to <= units ? std::min(to, extra) : extra + std::min(to - units, extra)) -
+                              std::min(from, extra);
+        from = to >= units ? to - units : to;
+        const std::int64_t share = base * copies + below_rem;
         if (share == 0) continue;
         const int g = target_gpu_[i];
         route->src_rank = s;

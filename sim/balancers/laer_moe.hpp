@@ -105,6 +105,8 @@ class LaerMoe : public Balancer {
   std::vector<int> layout_before_;    ///< the layout replaced by this record's re-plan
   std::vector<int> instance_of_;      ///< [e * N + g]: the plan's instance of e on g, or -1
   std::vector<int> holder_first_, holder_gpu_;  ///< the GPUs holding each expert (plan()'s scratch)
+  std::vector<int> holder_next_;  ///< per expert, its first holder in the node being listed
+  std::vector<int> gpu_first_, gpu_next_;  ///< per GPU, its first instance and its next to number
   std::vector<int> target_first_, target_gpu_, target_copies_;
   std::vector<std::int64_t> weight_shard_, grad_shard_;
 };
