@@ -103,6 +103,7 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   gc.front_at.push_back(kNoFront);
   gc.clock_at.push_back(queue_.now_ps());
   gc.end_at.push_back(kNoEnd);
+  if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
@@ -224,8 +225,8 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
     left.resize(kept);
   }
   // One pass over the classes for what follows from their rates: whether their leaders hold them,
-  // their next ends, and the links' loads (settle_links' sums, in its order). (A class without
-  // flows is never held: drop_emptied cleared its flag.)
+  // whether their followers hear of them (moved_by), and the links' loads (settle_links' sums, in
+  // its order). (A class without flows is never held: drop_emptied cleared its flag.)
   double load[kMaxGroupLinks] = {};
   double flows_on[kMaxGroupLinks] = {};
   const auto carry = [&](int b, double n, double carried) {
@@ -235,6 +236,7 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
   for (const std::int32_t c : gc.active) {
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
+    moved_by(g, gc, c);
     cp.rate = k.rate;
     cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
     const double n = k.ends.size();
@@ -248,11 +250,12 @@ void GroupSharing::solve_coupled(std::int32_t gi) {
 
 // Inline: both recaps run it for each class they move, and a call each cost 0.25% of the EP 512
 // coupled layer's instructions.
-inline void GroupSharing::take_cap(Group& g, GroupCoupling& gc, std::int32_t c) const {
+inline void GroupSharing::take_cap(Group& g, GroupCoupling& gc, std::int32_t c) {
   Class& k = g.classes[static_cast<std::size_t>(c)];
   Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
   fold_clock(g, gc, c);  // (at the rate it ran at)
   k.rate = cap_of(gc, static_cast<std::size_t>(c), k);
+  moved_by(g, gc, c);  // (the recaps take their classes in class order: once_each)
   cp.rate = k.rate;
   cp.leader_bound = held_by_leader(k.rate, k.cap, cp.leader_rate);
   reckon_end(g, gc, c);
@@ -449,40 +452,42 @@ void GroupSharing::drop_emptied(std::int32_t gi) {
 
 void GroupSharing::keep_rates(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
+  // A group that follows has its solve list the classes that moved (moved_by): its classes with
+  // flows, hundreds at a relay, are not read before every solve.
+  if (g.follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
   // A class refilled since the last solve keeps the rate it had when it emptied, and its followers
   // took it as done: it is kept as without flows, so that they hear its rate even when it is the same.
-  const auto keep = [&](std::size_t c) {
+  for (std::size_t c = 0; c < g.classes.size(); ++c) {
     Coupling& cp = gc.classes[c];
     old_rates_[c] = g.classes[c].ends.empty() || cp.refilled ? -1 : g.classes[c].rate;
     cp.refilled = false;
-  };
-  // A following group's classes without flows have none before the solve and none after: its
-  // classes with flows alone are kept and told about (a relay's hundreds of classes).
-  if (g.follows) {
-    for (const std::int32_t c : gc.active) keep(static_cast<std::size_t>(c));
-    return;
   }
-  for (std::size_t c = 0; c < g.classes.size(); ++c) keep(c);
 }
 
 void GroupSharing::tell_followers(std::int32_t gi) {
   const Group& g = groups_[static_cast<std::size_t>(gi)];
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   if (g.follows) {
-    for (const std::int32_t c : gc.active) tell_class(g, gc, static_cast<std::size_t>(c));
+    // The classes the solve moved, in class order, as a pass over those with flows told them (the
+    // cascade's order follows). A class that refilled is on the list: a flow that joins a class
+    // of a group with room names it for the recap (room_joined), and without room the full solve
+    // passes over every class with flows.
+    for (const std::int32_t c : moved_)
+      tell_class(g, gc, static_cast<std::size_t>(c), old_rates_[static_cast<std::size_t>(c)]);
+    moved_.clear();
     return;
   }
-  for (std::size_t c = 0; c < g.classes.size(); ++c) tell_class(g, gc, c);
+  for (std::size_t c = 0; c < g.classes.size(); ++c) tell_class(g, gc, c, old_rates_[c]);
 }
 
-void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size_t c) {
+void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size_t c, double told) {
   const Coupling& cp = gc.classes[c];
   if (cp.followers.empty()) return;
   const Class& k = g.classes[c];
   const double rate = k.ends.empty() ? -1 : k.rate;
-  if (rate == old_rates_[c]) return;
+  if (rate == told) return;
   // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
   const double lead = k.ends.empty() ? kInf : k.rate;
   for (const FollowerRef& f : cp.followers) {

@@ -163,7 +163,7 @@ class GroupSharing {
     double rate = 0;
     bool leader_bound = false;         ///< its rate is its leader's, as last solved
     /// A leading class that gained flows since its group's last solve after it had none: its
-    /// followers are told its rate after that solve (keep_rates), whatever it was before.
+    /// followers are told its rate after that solve (keep_rates, moved_by), whatever it was before.
     bool refilled = false;
   };
   // A solve reads the record of each class with flows: 48 bytes, so that four records take three lines.
@@ -328,7 +328,19 @@ class GroupSharing {
   /// links' levels (true), else the full solve runs (false).
   bool recap_held(std::int32_t group);
   /// Following class c, with flows, takes its cap as its rate (a recap's move of one class).
-  void take_cap(Group& g, GroupCoupling& gc, std::int32_t c) const;
+  void take_cap(Group& g, GroupCoupling& gc, std::int32_t c);
+  /// Following class c's solve is done: if its group leads and c's rate is not the one its
+  /// followers were last told (its rate before the solve, copied in its Coupling; -1 if it
+  /// refilled), c goes on moved_ with that rate in old_rates_. A solve calls it in class order.
+  void moved_by(const Group& g, GroupCoupling& gc, std::int32_t c) {
+    if (!g.leads) return;  // (nor does any class of it refill: coupled_join)
+    Coupling& cp = gc.classes[static_cast<std::size_t>(c)];
+    const double told = cp.refilled ? -1 : cp.rate;
+    cp.refilled = false;
+    if (g.classes[static_cast<std::size_t>(c)].rate == told) return;
+    old_rates_[static_cast<std::size_t>(c)] = told;
+    moved_.push_back(c);
+  }
   /// A recap's list in class order, each class once.
   static void once_each(std::vector<std::int32_t>& classes);
   /// Following class c's cap: its own or its leader's, whichever is lower (a recap's new rate).
@@ -392,12 +404,13 @@ class GroupSharing {
   /// its active list.
   void drop_emptied(std::int32_t group);
   /// Before a leading group's solve: its classes' rates (-1 for a class without flows, or one
-  /// refilled since the last solve).
+  /// refilled since the last solve). A group that also follows has its solve list the classes
+  /// that moved instead (moved_by).
   void keep_rates(std::int32_t group);
   /// After it: each class whose rate moved tells its followers, and queues those it changes.
   void tell_followers(std::int32_t group);
-  /// tell_followers for class `c` of the group.
-  void tell_class(const Group& g, const GroupCoupling& gc, std::size_t c);
+  /// tell_followers for class `c` of the group, whose followers were last told `told`.
+  void tell_class(const Group& g, const GroupCoupling& gc, std::size_t c, double told);
   /// After a leading group's event: the followers of its classes that lost their last flow there
   /// (emptied_) are told that their leader has sent everything, and those with flows left re-solve.
   void release_followers(std::int32_t group);
@@ -468,7 +481,15 @@ class GroupSharing {
   std::vector<Segment> seg_scratch_;         ///< start_flow's: the groups a route crosses
   std::vector<std::uint32_t> mask_scratch_;  ///< start_flow's: the links a route takes in each group
   std::vector<GroupCoupling> coupling_;     ///< parallel to groups_
-  std::vector<double> old_rates_;           ///< keep_rates's, for tell_followers: the rates before a solve
+  /// keep_rates's and moved_by's, for tell_followers: the rates before a solve (as many as the most
+  /// classes of a group: coupled_class_of)
+  std::vector<double> old_rates_;
+  /// A group that follows and leads: the classes its solve moved, or that refilled before it, in
+  /// class order (moved_by), for its tell_followers, in the same call of solve(). Its tell reads
+  /// these alone: a pass before the solve and another after it read every class with flows,
+  /// though a recap moves a few (a relay of weight syncs has hundreds of classes with flows:
+  /// docs/performance.md, "A relay tells what moved").
+  std::vector<std::int32_t> moved_;
   std::vector<double> caps_;                ///< solve_coupled's: each class's cap
   std::vector<std::int32_t> unfrozen_scratch_;  ///< solve_coupled's: the classes not yet frozen
   std::vector<std::int32_t> worklist_;      ///< cascade's: groups to re-solve
