@@ -555,6 +555,80 @@ TEST_CASE("coupled: a sender whose class fills again at the rate it had tells it
   }
 }
 
+namespace {
+
+/// A sender S1 (1 byte/ps), a relay A and a receiver R (both following under coupled, A leading R)
+/// and another receiver X (1 byte/ps), a group each; A's and R's rates in bytes per ps.
+struct RelayedSender {
+  EventQueue q;
+  FlowNetwork net{q};
+  LinkId s1, a, r, x;
+  RelayedSender(Mode mode, double a_byte_per_ps, double r_byte_per_ps) {
+    net.set_sharing(epsim::test::sharing(mode));
+    s1 = net.add_link("S1", kBytePerPs_GBps, 0);
+    a = net.add_link("A", a_byte_per_ps * kBytePerPs_GBps, 1);
+    r = net.add_link("R", r_byte_per_ps * kBytePerPs_GBps, 2);
+    x = net.add_link("X", kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) {
+      net.couple_group_of(a);
+      net.couple_group_of(r);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("coupled: a relay whose recap moves a class tells the receiver it leads") {
+  // S1 sends f (1e6 bytes) through the relay A (10 byte/ps, room to spare) to R (1.5 byte/ps), and
+  // g (100,000) to X: 0.5 byte/ps each. R also carries h (500,000) alone: R holds f at A's 0.5 and
+  // gives h the other 1. g ends at 200,000 ps; S1 then sends f at 1, A's recap takes that move, and
+  // R must hear it: R now shares f and h at 0.75 each. h has 300,000 left at 200,000 and ends at
+  // 600,000, as under exact (a relay that kept its move to itself would leave h at 1 and end it at
+  // 500,000). f has 100,000 + 300,000 by 600,000 at R. Under exact it then runs at S1's 1 and ends
+  // at 1,200,000. Under coupled S1 and A, which R's share does not hold back, have sent f at 1 since
+  // 200,000 and are done at 1,100,000, when R, released, takes the 100,000 it has left at 1.5:
+  // 1,166,667 (a sender under coupled does not hear what its receivers hold).
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    RelayedSender n(mode, 10, 1.5);
+    Ends ends(3);
+    n.net.start_flow({n.s1, n.a, n.r}, 1e6, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.s1, n.x}, 100'000, 0, kNoCap, ends.at(1));
+    n.net.start_flow({n.r}, 500'000, 0, kNoCap, ends.at(2));
+    n.q.run();
+    CHECK(ends.ended[1] == 200'000);
+    CHECK(ends.ended[2] == 600'000);
+    CHECK(ends.ended[0] == (mode == Mode::coupled ? 1'166'667 : 1'200'000));
+  }
+}
+
+TEST_CASE("coupled: a relay without room whose class fills again at the rate it had tells its receiver anew") {
+  // The relay A (0.5 byte/ps) also carries k (1e7 bytes) alone, which keeps it full. S1 sends f1
+  // (125,000) through A to R (1.5 byte/ps): A shares f1 and k at 0.25 each, and f1 ends at 500,000
+  // ps, when A's class for S1 empties (R takes it as done). At 1,000,000 S1 sends f2 (125,000) the
+  // same way, which A again gives 0.25, the rate its class had, and h (300,000) starts on R alone.
+  // R must hear A's 0.25 though it did not move: R then gives h the other 1.25, and h ends at
+  // 1,240,000, as under exact (a receiver that still took A as done would share R at 0.75 each, as
+  // local does, and end h later). f2 ends when A has carried it, at 1,500,000; k has 125,000 +
+  // 250,000 + 125,000 by then and ends 19,000,000 later, at 20,500,000.
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    RelayedSender n(mode, 0.5, 1.5);
+    Ends ends(4);
+    n.net.start_flow({n.a}, 1e7, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.s1, n.a, n.r}, 125'000, 0, kNoCap, ends.at(1));
+    n.q.schedule(1'000'000, [&] {
+      n.net.start_flow({n.s1, n.a, n.r}, 125'000, 0, kNoCap, ends.at(2));
+      n.net.start_flow({n.r}, 300'000, 0, kNoCap, ends.at(3));
+    });
+    n.q.run();
+    CHECK(ends.ended[1] == 500'000);
+    CHECK(ends.ended[3] == 1'240'000);
+    CHECK(ends.ended[2] == 1'500'000);
+    CHECK(ends.ended[0] == 20'500'000);
+  }
+}
+
 TEST_CASE("coupled: groups follow only in coupled mode, before the first flow") {
   EventQueue q;
   FlowNetwork local(q);
