@@ -11,7 +11,7 @@
 // (max-min inside each GPU's sending and receiving links), 3 coupled (local, the busiest tenth of the
 // GPUs' links following their senders); 1 to 3 count no re-solves, so those counters read 0.
 // BM_ExchangeFanout and BM_ExchangeShape time two parts of its set-up alone. BM_WideFasterMoeLayer is
-// FasterMoE's plan and layer on BM_WideEpLayer's log-normal layer.
+// FasterMoE's plan and layer on BM_WideEpLayer's log-normal layer, and BM_WideLaerMoeLayer LAER-MoE's.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sim/balancers/fastermoe.hpp"
+#include "sim/balancers/laer_moe.hpp"
 #include "sim/balancers/oracle.hpp"
 #include "sim/balancers/placement.hpp"
 #include "sim/balancers/static_ep.hpp"
@@ -279,9 +280,35 @@ void BM_WideFasterMoeLayer(benchmark::State& state) {
   state.counters["timeline_events"] = static_cast<double>(events);
 }
 
+/// LAER-MoE's plan and layer at wide EP, with its defaults (a layout re-planned from the window on
+/// every record, two copies a GPU, FSEP's all-gather of every instance's weights and reduce-scatter
+/// of its gradients: 4.19 million transfers at EP 1,024, relayed by the rail peers) and auto sharing
+/// (exact at EP 256, coupled at 1,024), on the same layer: the replay where coupled's relays, groups
+/// that follow and lead with hundreds of classes with flows each, cost the most. The record is
+/// planned once before the timed loop, so that every timed plan uses a layout from history.
+void BM_WideLaerMoeLayer(benchmark::State& state) {
+  const int ep = static_cast<int>(state.range(0));
+  const StaticLayer layer(ep, 1024, [](HardwareSpec& hw) { hw.engine.bandwidth_sharing = BandwidthSharing::automatic; }, true);
+  const BalancerContext context = layer.context();
+  LaerMoe balancer{LaerMoeParams{}};
+  benchmark::DoNotOptimize(balancer.plan(layer.record, context));
+  std::size_t transfers = 0;
+  double layer_us = 0;
+  for (auto _ : state) {
+    const Plan plan = balancer.plan(layer.record, context);
+    const LayerResult result = simulate_layer(layer.hw, layer.model, plan, layer.local, true, &layer.record, false);
+    transfers = plan.transfers.size();
+    layer_us = ps_to_us(result.layer_ps());
+    benchmark::DoNotOptimize(result.forward_ps);
+  }
+  state.counters["layer_us"] = layer_us;
+  state.counters["transfers"] = static_cast<double>(transfers);
+}
+
 }  // namespace
 
 BENCHMARK(BM_WideFasterMoeLayer)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WideLaerMoeLayer)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_WideEpRecord)->ArgName("ep")->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
