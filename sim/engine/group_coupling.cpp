@@ -456,7 +456,7 @@ void GroupSharing::keep_rates(std::int32_t gi) {
   // flows, hundreds at a relay, are not read before every solve.
   if (g.follows) return;
   GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
-  if (old_rates_.size() < g.classes.size()) old_rates_.resize(g.classes.size());
+  assert(old_rates_.size() >= g.classes.size());  // (sized as classes are made: coupled_class_of)
   // A class refilled since the last solve keeps the rate it had when it emptied, and its followers
   // took it as done: it is kept as without flows, so that they hear its rate even when it is the same.
   for (std::size_t c = 0; c < g.classes.size(); ++c) {

@@ -112,10 +112,11 @@ enum class TransferStart : std::uint8_t {
 /// whose kernels hold SMs; TransferStart says where it runs.
 ///
 /// A trivial type, like TokenRoute and for the same reason: LAER-MoE's FSEP plans hold 2 (N - 1)
-/// transfers per instance (32,256 at EP 64; a million at EP 1,024), written in place (Transfers).
-/// Its four one-byte enums come first and share a word, so that a transfer takes 24 bytes, not 40:
-/// writing LAER-MoE's transfers was a fifth of its plan()'s time. A brace list names them in this
-/// order: kind, pass, carrier, start, instance, src_gpu, dst_gpu, bytes.
+/// transfers per instance (32,256 at EP 64; about four million at EP 1,024 with 1,024 experts),
+/// written in place (Transfers). Its four one-byte enums come first and share a word, so that a
+/// transfer takes 24 bytes, not 40: writing LAER-MoE's transfers was a fifth of its plan()'s time.
+/// A brace list names them in this order: kind, pass, carrier, start, instance, src_gpu, dst_gpu,
+/// bytes.
 struct Transfer {
   TransferKind kind;
   PassKind pass;
