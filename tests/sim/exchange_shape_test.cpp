@@ -240,8 +240,9 @@ TEST_CASE("a payload listed as pairs builds the shape of its matrices") {
     CHECK((shape.hops()[2].from == 0 && shape.hops()[2].to == 2 && shape.hops()[2].internode));
     CHECK(shape.terms() == std::vector<double>{5, 20, 25});
   }
-  // Random dispatches and combines, dense and sparse, forwarded by node or not, on both engines.
-  for (const int per_node : {2, 4, 8}) {
+  // Random dispatches and combines, dense and sparse, forwarded by node or not, on both engines;
+  // nodes of 72 GPUs too, past the 64 whose combine a matrix gathers by mask.
+  for (const int per_node : {2, 4, 8, 72}) {
     for (const bool to_sources : {false, true}) {
       for (const bool sparse : {false, true}) {
         for (const bool by_node : {false, true}) {
