@@ -116,6 +116,34 @@ TEST_CASE("two-phase dispatch: EP to the home GPU, planner on the host, Copy Eng
   CHECK(r.backward_ps == 429 * us + 200'000);
 }
 
+TEST_CASE("tokens a Copy Engine brings straight from their source hold their GEMM to the copy, not to the dispatch") {
+  // One node of 3 GPUs, expert e at home on GPU e, and a second copy of expert 0 on GPU 1.
+  // GPU 0 sends 100 tokens to that copy by Copy Engine, straight (no EP leg before it); GPU 2 sends
+  // 5,000 tokens to expert 1 on GPU 1 by EP. GPU 1 computes the copy's tokens first.
+  const HardwareSpec hw = test::simple_hardware(1, 3);
+  const ModelSpec model = test::simple_model(3);
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 3;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert},
+                    {2, 2, InstanceKind::static_expert}, {0, 1, InstanceKind::static_expert}};
+  plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {0, 3, 100, Carrier::copy_engine, -1, 0},
+                 {2, 1, 5000, Carrier::ep_backend, -1, 0}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {3}}, {1, {1}}}, {{2, {2}}}};
+  validate_plan(plan, 3, 3);
+  const LayerResult r = simulate_layer(hw, model, plan, {200, 5100, 0}, false);
+  // GPU 0 moves nothing by EP, so its dispatch is done at once and its Copy Engine sends the 100
+  // tokens then: 1e5 bytes at 50 GB/s (0.05 byte/ps) is 2 us, after 2 us of latency: in at 4 us.
+  // GPU 2's 5e6 bytes to GPU 1 start after 1 us of latency at GPU 1's NVLink port's 0.1 byte/ps,
+  // but from 2 to 4 us the copy takes half of that port: 1e5 bytes later, GPU 1's dispatch is in
+  // at 1 + 50 + 1 = 52 us, and its kernel holds 20 of its 100 SMs until then. The copy's GEMM
+  // (100 tokens, 200 us) runs from 4 us at 80% to 52 us (38.4 us of work done), then at full
+  // speed: it ends at 213.6 us. Expert 1's 5,000 tokens follow: 10,000 us, to 10,213.6 us. (Held to
+  // the dispatch, the copy's GEMM would start at 52 us and expert 1's end at 10,252 us.)
+  CHECK(r.gemm_finish_fwd_ps[1] == 10'213 * us + 600'000);
+  CHECK(r.routed_gemm_fwd_ps[1] == 10'209 * us + 600'000);
+}
+
 TEST_CASE("200000 exchange stages run without one nested call per stage") {
   // Stages 0..199998 carry nothing and pass through at once; only the last one moves tokens. Each
   // stage that ends at once used to start the next from inside its own completion, one stack frame
