@@ -59,11 +59,15 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
   for (const TokenRoute& r : plan.routes) {
     inst_tokens[r.instance] += r.tokens;
     if (r.tokens <= 0) continue;
-    const int dst = plan.instances[r.instance].gpu;
     const int task_id = task_of_instance[r.instance];
+    // Tokens the Copy Engine brings from another GPU (the instance's GPU is read for these alone:
+    // a wide plan's millions of other routes need only their task).
+    bool by_copy_engine = false;
     if (r.carrier == Carrier::copy_engine) {
+      const int dst = plan.instances[r.instance].gpu;
       const int from = r.via_gpu >= 0 ? r.via_gpu : r.src_rank;
-      if (from != dst) {
+      by_copy_engine = from != dst;
+      if (by_copy_engine) {
         CeLeg& leg = legs[{from, dst, task_id}];
         leg.from = from;
         leg.to = dst;
@@ -73,8 +77,6 @@ LayerGraph build_layer_graph(const SimContext& context, const Plan& plan, int st
       }
     }
     if (r.stage < 0) continue;
-    const bool by_copy_engine =
-        r.carrier == Carrier::copy_engine && (r.via_gpu >= 0 ? r.via_gpu : r.src_rank) != dst;
     if (!by_copy_engine && task_id == last_task && r.stage == last_stage) continue;
     GemmTask& task = graph.tasks[task_id];
     add_stage(task, stages - 1);
