@@ -116,6 +116,28 @@ TEST_CASE("two-phase dispatch: EP to the home GPU, planner on the host, Copy Eng
   CHECK(r.backward_ps == 429 * us + 200'000);
 }
 
+TEST_CASE("tokens a GPU passes on by Copy Engine leave it only once the dispatch has brought them") {
+  // Two-phase, without a planner: rank 1's 100 tokens for expert 0 go by EP to GPU 0, then by Copy
+  // Engine to a second copy of expert 0 on GPU 1.
+  const HardwareSpec hw = test::simple_hardware();
+  const ModelSpec model = test::simple_model();
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = 2;
+  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert},
+                    {0, 1, InstanceKind::static_expert}};
+  plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {1, 2, 100, Carrier::copy_engine, 0, 0}};
+  plan.gemm_order = {{{0, {0}}}, {{1, {1}}, {1, {2}}}};
+  validate_plan(plan, 2, 2);
+  const LayerResult r = simulate_layer(hw, model, plan, {100, 100}, false);
+  // The EP leg 1 -> 0: 1e5 bytes at 0.1 byte/ps, 1 us, after 1 us of latency: in GPU 0 at 2 us. Only
+  // then does GPU 0's Copy Engine send them on: 2 us of latency and 2 us at 0.05 byte/ps, in GPU 1
+  // at 6 us. GPU 1 computes them in 200 us: 206 us. (Sent at the layer's start, before they were
+  // there, they would be in at 4 us and done at 204 us.)
+  CHECK(r.gemm_finish_fwd_ps[1] == 206 * us);
+  CHECK(r.routed_gemm_fwd_ps[1] == 200 * us);
+}
+
 TEST_CASE("tokens a Copy Engine brings straight from their source hold their GEMM to the copy, not to the dispatch") {
   // One node of 3 GPUs, expert e at home on GPU e, and a second copy of expert 0 on GPU 1.
   // GPU 0 sends 100 tokens to that copy by Copy Engine, straight (no EP leg before it); GPU 2 sends
