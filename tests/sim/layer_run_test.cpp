@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
 #include "sim/balancers/static_ep.hpp"
 #include "sim/replay/simulate_layer.hpp"
 #include "tests/sim/simple_cluster.hpp"
@@ -116,19 +120,31 @@ TEST_CASE("two-phase dispatch: EP to the home GPU, planner on the host, Copy Eng
   CHECK(r.backward_ps == 429 * us + 200'000);
 }
 
+namespace {
+
+// A plan written by hand of static instances (expert, GPU) on `gpus` GPUs of one node, checked.
+Plan hand_plan(int gpus, const std::vector<std::pair<int, int>>& instances, std::initializer_list<TokenRoute> routes,
+               std::vector<std::vector<GemmGroup>> gemm_order) {
+  Plan plan;
+  plan.balancer = "hand";
+  plan.num_gpus = gpus;
+  for (const auto& [expert, gpu] : instances) plan.instances.push_back({expert, gpu, InstanceKind::static_expert});
+  plan.routes = routes;
+  plan.gemm_order = std::move(gemm_order);
+  validate_plan(plan, gpus, gpus);
+  return plan;
+}
+
+}  // namespace
+
 TEST_CASE("tokens a GPU passes on by Copy Engine leave it only once the dispatch has brought them") {
   // Two-phase, without a planner: rank 1's 100 tokens for expert 0 go by EP to GPU 0, then by Copy
   // Engine to a second copy of expert 0 on GPU 1.
   const HardwareSpec hw = test::simple_hardware();
   const ModelSpec model = test::simple_model();
-  Plan plan;
-  plan.balancer = "hand";
-  plan.num_gpus = 2;
-  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert},
-                    {0, 1, InstanceKind::static_expert}};
-  plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {1, 2, 100, Carrier::copy_engine, 0, 0}};
-  plan.gemm_order = {{{0, {0}}}, {{1, {1}}, {1, {2}}}};
-  validate_plan(plan, 2, 2);
+  const Plan plan = hand_plan(2, {{0, 0}, {1, 1}, {0, 1}},
+                              {{0, 0, 100, Carrier::none, -1, 0}, {1, 2, 100, Carrier::copy_engine, 0, 0}},
+                              {{{0, {0}}}, {{1, {1}}, {1, {2}}}});
   const LayerResult r = simulate_layer(hw, model, plan, {100, 100}, false);
   // The EP leg 1 -> 0: 1e5 bytes at 0.1 byte/ps, 1 us, after 1 us of latency: in GPU 0 at 2 us. Only
   // then does GPU 0's Copy Engine send them on: 2 us of latency and 2 us at 0.05 byte/ps, in GPU 1
@@ -144,15 +160,10 @@ TEST_CASE("tokens a Copy Engine brings straight from their source hold their GEM
   // 5,000 tokens to expert 1 on GPU 1 by EP. GPU 1 computes the copy's tokens first.
   const HardwareSpec hw = test::simple_hardware(1, 3);
   const ModelSpec model = test::simple_model(3);
-  Plan plan;
-  plan.balancer = "hand";
-  plan.num_gpus = 3;
-  plan.instances = {{0, 0, InstanceKind::static_expert}, {1, 1, InstanceKind::static_expert},
-                    {2, 2, InstanceKind::static_expert}, {0, 1, InstanceKind::static_expert}};
-  plan.routes = {{0, 0, 100, Carrier::none, -1, 0}, {0, 3, 100, Carrier::copy_engine, -1, 0},
-                 {2, 1, 5000, Carrier::ep_backend, -1, 0}};
-  plan.gemm_order = {{{0, {0}}}, {{1, {3}}, {1, {1}}}, {{2, {2}}}};
-  validate_plan(plan, 3, 3);
+  const Plan plan = hand_plan(3, {{0, 0}, {1, 1}, {2, 2}, {0, 1}},
+                              {{0, 0, 100, Carrier::none, -1, 0}, {0, 3, 100, Carrier::copy_engine, -1, 0},
+                               {2, 1, 5000, Carrier::ep_backend, -1, 0}},
+                              {{{0, {0}}}, {{1, {3}}, {1, {1}}}, {{2, {2}}}});
   const LayerResult r = simulate_layer(hw, model, plan, {200, 5100, 0}, false);
   // GPU 0 moves nothing by EP, so its dispatch is done at once and its Copy Engine sends the 100
   // tokens then: 1e5 bytes at 50 GB/s (0.05 byte/ps) is 2 us, after 2 us of latency: in at 4 us.
