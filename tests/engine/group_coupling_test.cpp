@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -430,6 +431,40 @@ TEST_CASE("coupled: a receiver without room lets a held class take its sender's 
       CHECK(ends.ended[3] == (mode == Mode::coupled ? c.f2_end_coupled : c.f2_end_exact));
       CHECK(ends.ended[0] == 2'100'000);
     }
+  }
+}
+
+TEST_CASE("coupled: a held class whose sender's small move takes it past its link's level re-solves the link") {
+  // R (100 byte/ps, following) takes f1 from S1 and 99 flows from S2 (1,000 byte/ps, 10.1 each
+  // there). S1 (2.1 byte/ps) also sends g1, and g2 capped at 0.16 byte/ps, to X (1,000 byte/ps):
+  // f1 and g1 get 0.97 each, so R holds f1 at 0.97 and its level is (100 - 0.97) / 99 = 1.0003 for
+  // the others. g2 (16,000 bytes) ends at 100,000 ps, and S1 moves f1 to 1.05: beyond 5% of f1's
+  // rate, so R re-solves at once, but by 0.08 byte/ps, within R's half a percent for a held class's
+  // moves. 1.05 is above R's level, though: R solves in full and every flow gets 1.0, as under exact.
+  // Taken alone, f1's move would have R carry 100.08 byte/ps until its next event. S2's flows
+  // (1e6 bytes each, 100,030.3 by 100,000 ps) end at 100,000 + 899,969.7 / 1.0 = 999,969.7 ps.
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s1 = net.add_link("S1", 2.1 * kBytePerPs_GBps, 0);
+    const LinkId s2 = net.add_link("S2", 1000 * kBytePerPs_GBps, 1);
+    const LinkId r = net.add_link("R", 100 * kBytePerPs_GBps, 2);
+    const LinkId x = net.add_link("X", 1000 * kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(102);
+    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
+    net.start_flow({s1, x}, 1e7, 0, kNoCap, ends.at(1));
+    net.start_flow({s1, x}, 16'000, 0, 0.16 * kBytePerPs_GBps, ends.at(2));
+    for (std::size_t k = 3; k < 102; ++k) net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(k));
+    double r_bytes = -1;
+    q.schedule(200'000, [&] { r_bytes = net.link_bytes(r); });
+    q.run();
+    CHECK(ends.ended[2] == 100'000);
+    // R is full from the start: 100 byte/ps, never more.
+    CHECK(r_bytes == doctest::Approx(2e7).epsilon(1e-9));
+    for (std::size_t k = 3; k < 102; ++k) CHECK(std::abs(ends.ended[k] - 999'970) <= 1);
   }
 }
 
