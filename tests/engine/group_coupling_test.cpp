@@ -468,6 +468,35 @@ TEST_CASE("coupled: a held class whose sender's small move takes it past its lin
   }
 }
 
+TEST_CASE("coupled: a receiver without room whose sender has sent all of a held flow re-solves") {
+  // S (1 byte/ps) sends f (1e6 bytes) to R, g (1e7, capped at 100 byte/ps) and h (2,000, capped
+  // at 0.04) to X (1,000 byte/ps): a class each, h at 0.04 and f and g at 0.48. R (1 byte/ps,
+  // following) also takes f2 from S2 (1,000 byte/ps): it holds f at 0.48 and gives f2 0.52, full.
+  // h ends at 50,000 ps and S moves f to 0.5, within 5% of f's 0.48: R keeps f at 0.48. S has sent
+  // all of f at 2,002,000 ps (24,000 + 976,000 bytes), when R has 960,960: f is no longer held, R
+  // solves again and gives f and f2 0.5 each, and f's last 39,040 bytes take 78,080 ps: f ends at
+  // 2,080,080. (Left at 0.48 until its end, it would end at 2,083,334.) Under exact, f ends with S.
+  for (const Mode mode : {Mode::coupled, Mode::exact}) {
+    INFO(mode_name(mode));
+    EventQueue q;
+    FlowNetwork net(q);
+    net.set_sharing(epsim::test::sharing(mode));
+    const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
+    const LinkId s2 = net.add_link("S2", 1000 * kBytePerPs_GBps, 1);
+    const LinkId r = net.add_link("R", kBytePerPs_GBps, 2);
+    const LinkId x = net.add_link("X", 1000 * kBytePerPs_GBps, 3);
+    if (mode == Mode::coupled) net.couple_group_of(r);
+    Ends ends(4);
+    net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
+    net.start_flow({s, x}, 1e7, 0, 100 * kBytePerPs_GBps, ends.at(1));
+    net.start_flow({s, x}, 2'000, 0, 0.04 * kBytePerPs_GBps, ends.at(2));
+    net.start_flow({s2, r}, 1e7, 0, kNoCap, ends.at(3));
+    q.run();
+    CHECK(ends.ended[2] == 50'000);
+    CHECK(ends.ended[0] == (mode == Mode::coupled ? 2'080'080 : 2'002'000));
+  }
+}
+
 TEST_CASE("coupled: a receiver's class that empties and fills again follows its sender anew") {
   // S sends f1 (500,000 bytes) to R alone: 1 byte/ps, done at 500,000 ps; R's class for S empties.
   // At 1,000,000 S sends f2 (500,000) to R and g (1e6) to X: S gives each 0.5, and R, following,
