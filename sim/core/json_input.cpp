@@ -72,6 +72,10 @@ nlohmann::json parse_json(const std::string& text, const std::string& file, std:
                      "invalid JSON: arrays and objects nested deeper than " + std::to_string(kMaxJsonDepth) +
                          " levels");
   if (!complete) throw InputError(file, json_text_place(text, text.size(), first_line), "invalid JSON");
+  // The parser takes a NUL character for the end of the text, so that one after the value would
+  // leave the rest unread; one inside the value is an error of its own.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+    throw InputError(file, json_text_place(text, nul + 1, first_line), "invalid JSON: a NUL character after the value");
   return root;
 }
 

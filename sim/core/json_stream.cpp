@@ -23,8 +23,10 @@ struct Tally {
   /// the last one it was handed (a character it put back, then the end of the input).
   std::uint64_t lines[3] = {0, 0, 0};
   std::uint64_t line_start[3] = {0, 0, 0};
+  char last = 0;  ///< the last character handed out
 
   void hand_out(char c) {
+    last = c;
     for (int k = 2; k > 0; --k) {
       lines[k] = lines[k - 1];
       line_start[k] = line_start[k - 1];
@@ -100,6 +102,10 @@ void parse_chars(StreamChars chars, Tally& tally, const std::string& file, std::
                      "invalid JSON: arrays and objects nested deeper than " + std::to_string(kMaxJsonDepth) +
                          " levels");
   if (!complete) throw InputError(file, tally.place(tally.count, first_line), "invalid JSON");
+  // The parser takes a NUL character for the end of the text: one after the value would leave the
+  // rest of it unread (parse_json's rule).
+  if (tally.count > 0 && tally.last == '\0')
+    throw InputError(file, tally.place(tally.count, first_line), "invalid JSON: a NUL character after the value");
 }
 
 }  // namespace

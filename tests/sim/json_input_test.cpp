@@ -162,6 +162,13 @@ TEST_CASE("parse_json_line: a line from its stream reads as parse_json reads its
                                     "than 64 levels");
   CHECK(line_outcome(" \t\r") == "blank");
   CHECK(line_outcome("") == "blank");
+  // The parser takes a NUL character for the end of its text: one after the value is refused where
+  // it is, by both, rather than the rest of the line left unread (one inside a string was already).
+  const std::string after_nul = std::string("{\"a\":1}") + '\0' + "{\"b\":2}";
+  CHECK(line_outcome(after_nul) == text_outcome(after_nul));
+  CHECK(line_outcome(after_nul) == "error: f.jsonl:line 4, column 8: invalid JSON: a NUL character after the value");
+  const std::string nul_in_string = std::string("{\"a\":\"x") + '\0' + "\"}";
+  CHECK(line_outcome(nul_in_string) == text_outcome(nul_in_string));
   std::istringstream empty("");
   std::uint64_t bytes = 9;
   CHECK_FALSE(parse_json_line(empty, "f.jsonl", 1, nullptr, bytes).has_value());
@@ -209,10 +216,13 @@ TEST_CASE("parse_json_stream: a whole stream reads as parse_json reads its text,
        {std::string("{\n  \"a\": [1, 2],\n  \"b\": {\"c\": null}\n}\n"), std::string("{\"a\": 1,\n \"b\": 1e400}"),
         std::string("[1,\n2x]"), std::string("[1,\n 22\n\n,]"), std::string("{\n\"a\":\n[1, 2\n"), std::string("\n\n"),
         std::string("[\n1\n]\nx"), std::string(" \n") + std::string(65, '['), std::string("[\n\"[\n") + std::string(70, '['),
-        std::string("{\"a\": 1}\n\n  \n"), std::string("\n12\n3"), std::string("[\"a\n\"]"), std::string("\xEF\xBB\xBF\n{}")}) {
+        std::string("{\"a\": 1}\n\n  \n"), std::string("\n12\n3"), std::string("[\"a\n\"]"), std::string("\xEF\xBB\xBF\n{}"),
+        std::string("[1]\n") + '\0' + "x"}) {
     CAPTURE(text);
     CHECK(stream_outcome(text) == text_outcome(text));
   }
+  CHECK(stream_outcome(std::string("[1]\n") + '\0' + "x") ==
+        "error: f.json:line 2, column 1: invalid JSON: a NUL character after the value");
   CHECK(stream_outcome("[1,\n 22\n\n,]").find("f.json:line 4, column 2: invalid JSON: syntax error") != std::string::npos);
   ListOfA sink;
   CHECK(stream_outcome("{\n \"a\": [\n  {\"x\": 1},\n  2\n ],\n \"b\": 3\n}\n", &sink) == R"({"a":[],"b":3})");
