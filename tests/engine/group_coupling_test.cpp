@@ -108,16 +108,19 @@ struct SenderAndReceivers {
   }
 };
 
-/// Two senders S1 and S2 (1 byte/ps each), a receiver R (following under coupled) and another
-/// receiver X, a group each; R's and X's rates in bytes per ps.
+/// Two senders S1 and S2 (1 byte/ps each, or as given), a receiver R (following under coupled) and
+/// another receiver X, a group each; rates in bytes per ps.
 struct TwoSendersAndReceivers {
   EventQueue q;
   FlowNetwork net{q};
   LinkId s1, s2, r, x;
-  TwoSendersAndReceivers(Mode mode, double r_byte_per_ps, double x_byte_per_ps) {
+  TwoSendersAndReceivers(Mode mode, double r_byte_per_ps, double x_byte_per_ps)
+      : TwoSendersAndReceivers(mode, 1, 1, r_byte_per_ps, x_byte_per_ps) {}
+  TwoSendersAndReceivers(Mode mode, double s1_byte_per_ps, double s2_byte_per_ps, double r_byte_per_ps,
+                         double x_byte_per_ps) {
     net.set_sharing(epsim::test::sharing(mode));
-    s1 = net.add_link("S1", kBytePerPs_GBps, 0);
-    s2 = net.add_link("S2", kBytePerPs_GBps, 1);
+    s1 = net.add_link("S1", s1_byte_per_ps * kBytePerPs_GBps, 0);
+    s2 = net.add_link("S2", s2_byte_per_ps * kBytePerPs_GBps, 1);
     r = net.add_link("R", r_byte_per_ps * kBytePerPs_GBps, 2);
     x = net.add_link("X", x_byte_per_ps * kBytePerPs_GBps, 3);
     if (mode == Mode::coupled) net.couple_group_of(r);
@@ -445,22 +448,15 @@ TEST_CASE("coupled: a held class whose sender's small move takes it past its lin
   // (1e6 bytes each, 100,030.3 by 100,000 ps) end at 100,000 + 899,969.7 / 1.0 = 999,969.7 ps.
   for (const Mode mode : {Mode::coupled, Mode::exact}) {
     INFO(mode_name(mode));
-    EventQueue q;
-    FlowNetwork net(q);
-    net.set_sharing(epsim::test::sharing(mode));
-    const LinkId s1 = net.add_link("S1", 2.1 * kBytePerPs_GBps, 0);
-    const LinkId s2 = net.add_link("S2", 1000 * kBytePerPs_GBps, 1);
-    const LinkId r = net.add_link("R", 100 * kBytePerPs_GBps, 2);
-    const LinkId x = net.add_link("X", 1000 * kBytePerPs_GBps, 3);
-    if (mode == Mode::coupled) net.couple_group_of(r);
+    TwoSendersAndReceivers n(mode, 2.1, 1000, 100, 1000);
     Ends ends(102);
-    net.start_flow({s1, r}, 1e6, 0, kNoCap, ends.at(0));
-    net.start_flow({s1, x}, 1e7, 0, kNoCap, ends.at(1));
-    net.start_flow({s1, x}, 16'000, 0, 0.16 * kBytePerPs_GBps, ends.at(2));
-    for (std::size_t k = 3; k < 102; ++k) net.start_flow({s2, r}, 1e6, 0, kNoCap, ends.at(k));
+    n.net.start_flow({n.s1, n.r}, 1e6, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.s1, n.x}, 1e7, 0, kNoCap, ends.at(1));
+    n.net.start_flow({n.s1, n.x}, 16'000, 0, 0.16 * kBytePerPs_GBps, ends.at(2));
+    for (std::size_t k = 3; k < 102; ++k) n.net.start_flow({n.s2, n.r}, 1e6, 0, kNoCap, ends.at(k));
     double r_bytes = -1;
-    q.schedule(200'000, [&] { r_bytes = net.link_bytes(r); });
-    q.run();
+    n.q.schedule(200'000, [&] { r_bytes = n.net.link_bytes(n.r); });
+    n.q.run();
     CHECK(ends.ended[2] == 100'000);
     // R is full from the start: 100 byte/ps, never more.
     CHECK(r_bytes == doctest::Approx(2e7).epsilon(1e-9));
@@ -478,20 +474,13 @@ TEST_CASE("coupled: a receiver without room whose sender has sent all of a held 
   // 2,080,080. (Left at 0.48 until its end, it would end at 2,083,334.) Under exact, f ends with S.
   for (const Mode mode : {Mode::coupled, Mode::exact}) {
     INFO(mode_name(mode));
-    EventQueue q;
-    FlowNetwork net(q);
-    net.set_sharing(epsim::test::sharing(mode));
-    const LinkId s = net.add_link("S", kBytePerPs_GBps, 0);
-    const LinkId s2 = net.add_link("S2", 1000 * kBytePerPs_GBps, 1);
-    const LinkId r = net.add_link("R", kBytePerPs_GBps, 2);
-    const LinkId x = net.add_link("X", 1000 * kBytePerPs_GBps, 3);
-    if (mode == Mode::coupled) net.couple_group_of(r);
+    TwoSendersAndReceivers n(mode, 1, 1000, 1, 1000);  // S is S1
     Ends ends(4);
-    net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
-    net.start_flow({s, x}, 1e7, 0, 100 * kBytePerPs_GBps, ends.at(1));
-    net.start_flow({s, x}, 2'000, 0, 0.04 * kBytePerPs_GBps, ends.at(2));
-    net.start_flow({s2, r}, 1e7, 0, kNoCap, ends.at(3));
-    q.run();
+    n.net.start_flow({n.s1, n.r}, 1e6, 0, kNoCap, ends.at(0));
+    n.net.start_flow({n.s1, n.x}, 1e7, 0, 100 * kBytePerPs_GBps, ends.at(1));
+    n.net.start_flow({n.s1, n.x}, 2'000, 0, 0.04 * kBytePerPs_GBps, ends.at(2));
+    n.net.start_flow({n.s2, n.r}, 1e7, 0, kNoCap, ends.at(3));
+    n.q.run();
     CHECK(ends.ended[2] == 50'000);
     CHECK(ends.ended[0] == (mode == Mode::coupled ? 2'080'080 : 2'002'000));
   }
