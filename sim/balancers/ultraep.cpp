@@ -190,6 +190,20 @@ std::int64_t divide(std::int64_t a, std::int64_t b, std::uint64_t inverse, std::
   return q;
 }
 
+/// x * y / b, remainder in `rem`, for x, y >= 0 and b > 0, `inverse` as for divide: a source's
+/// count times an instance's room, over the rooms' sum. The product is taken in 128 bits: a record's
+/// counts are 32-bit, and an expert's rooms may pass 2^32, where the 64-bit product wrapped and the
+/// split came out billions of tokens off its quotas. Below 2^63, as for every record of realistic
+/// size, it goes to divide's multiplication; past it, to a 128-bit division.
+inline std::int64_t divide_product(std::int64_t x, std::int64_t y, std::int64_t b, std::uint64_t inverse,
+                                   std::int64_t& rem) {
+  const Wide product = static_cast<Wide>(static_cast<std::uint64_t>(x)) * static_cast<std::uint64_t>(y);
+  if (__builtin_expect(product < (Wide{1} << 63), 1)) return divide(static_cast<std::int64_t>(product), b, inverse, rem);
+  const Wide divisor = static_cast<std::uint64_t>(b);
+  rem = static_cast<std::int64_t>(product % divisor);
+  return static_cast<std::int64_t>(product / divisor);
+}
+
 /// One instance of an expert with copies.
 struct SplitInstance {
   int gpu = 0;
@@ -209,7 +223,7 @@ struct Eligible {
 
 /// Bits below a remainder in a sort key (remainder << kTieBits | tie_key): a tie is a GPU index or an
 /// instance's index among an expert's copies, both below kMaxPlanGpus = 2^16. Remainders stay below
-/// an expert's load, far below 2^48 (see divide_shares), so a key fits in 64 bits.
+/// an expert's load, below 2^48 (2^16 sources of 32-bit counts), so a key fits in 64 bits.
 constexpr int kTieBits = 16;
 constexpr std::uint64_t kTieMask = (std::uint64_t{1} << kTieBits) - 1;
 static_assert(kMaxPlanGpus <= (1 << kTieBits), "a GPU index fits below a remainder in a sort key");
@@ -254,7 +268,7 @@ inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tok
   const Eligible& a = x.eligible[0];
   const Eligible& b = x.eligible[1];
   std::int64_t frac_a = 0;
-  const std::int64_t share = divide(left * a.room, x.total_room, x.inverse, frac_a);
+  const std::int64_t share = divide_product(left, a.room, x.total_room, x.inverse, frac_a);
   // With a remainder there is one token over, and b's remainder is total_room - frac_a: the larger
   // key takes it.
   const std::uint64_t key_a = static_cast<std::uint64_t>(frac_a) << kTieBits | a.tie_key;
@@ -268,8 +282,8 @@ inline void share_two(const ExpertSplit& x, std::int64_t left, std::int64_t* tok
 /// the tokens left over. The rooms add up to total_room, so the last one's share and remainder follow
 /// from the sums: with R the others' remainders, extra = ceil(R / total_room) tokens are left over
 /// (fewer than m), the last instance takes what the others' shares and the extra tokens leave, and its
-/// remainder is extra * total_room - R. Token counts per expert and micro-batch stay far below 2^31,
-/// so the products fit, and so do the remainders (below total_room) in a key.
+/// remainder is extra * total_room - R. The products go through divide_product, and the remainders
+/// (below total_room) fit in a key.
 inline std::int64_t divide_shares(const ExpertSplit& x, int m, std::int64_t left, std::int64_t* share,
                                   std::uint64_t* key) {
   const Eligible* eligible = x.eligible;
@@ -278,7 +292,7 @@ inline std::int64_t divide_shares(const ExpertSplit& x, int m, std::int64_t left
   std::int64_t rest = 0;
   for (int t = 0; t + 1 < m; ++t) {
     std::int64_t frac = 0;
-    share[t] = divide(left * eligible[t].room, total, x.inverse, frac);
+    share[t] = divide_product(left, eligible[t].room, total, x.inverse, frac);
     given += share[t];
     rest += frac;
     key[t] = static_cast<std::uint64_t>(frac) << kTieBits | eligible[t].tie_key;
@@ -569,7 +583,7 @@ __attribute__((noinline)) int split_column(const ExpertSplit& x, const std::uint
     } else if constexpr (M == 2) {
       // share_two
       std::int64_t frac = 0;
-      const std::int64_t share = divide(c * room[0], total, inverse, frac);
+      const std::int64_t share = divide_product(c, room[0], total, inverse, frac);
       const std::uint64_t key_a = static_cast<std::uint64_t>(frac) << kTieBits | tie[0];
       const std::uint64_t key_b = static_cast<std::uint64_t>(total - frac) << kTieBits | tie[1];
       const std::int64_t to_a = frac != 0 && key_a > key_b ? 1 : 0;
@@ -584,7 +598,7 @@ __attribute__((noinline)) int split_column(const ExpertSplit& x, const std::uint
 #pragma GCC unroll 8
       for (int t = 0; t + 1 < M; ++t) {
         std::int64_t frac = 0;
-        share[t] = divide(c * room[t], total, inverse, frac);
+        share[t] = divide_product(c, room[t], total, inverse, frac);
         given += share[t];
         rest += frac;
         key[t] = static_cast<std::uint64_t>(frac) << kTieBits | tie[t];

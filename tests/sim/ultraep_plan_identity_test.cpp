@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -161,17 +162,19 @@ void check_proportional(std::int64_t left, const std::vector<std::int64_t>& room
   std::int64_t total = 0;
   for (std::int64_t r : room) total += r;
   REQUIRE(total > 0);
+  // In 128 bits: a count near 2^32 times a room past 2^31 is past 2^63.
+  using Wide = __int128;
   std::vector<bool> extra(room.size(), false);
   for (std::size_t i = 0; i < room.size(); ++i) {
-    const std::int64_t base = left * room[i] / total;
+    const std::int64_t base = static_cast<std::int64_t>(Wide{left} * room[i] / total);
     CHECK((got[i] == base || got[i] == base + 1));
     extra[i] = got[i] == base + 1;
   }
   for (std::size_t a = 0; a < room.size(); ++a)
     for (std::size_t b = 0; b < room.size(); ++b) {
       if (!extra[a] || extra[b]) continue;
-      const std::int64_t frac_a = left * room[a] % total;
-      const std::int64_t frac_b = left * room[b] % total;
+      const std::int64_t frac_a = static_cast<std::int64_t>(Wide{left} * room[a] % total);
+      const std::int64_t frac_b = static_cast<std::int64_t>(Wide{left} * room[b] % total);
       CHECK((frac_a > frac_b || (frac_a == frac_b && key[a] < key[b])));
     }
 }
@@ -301,24 +304,34 @@ void check_plan(const Plan& plan, const Case& c, Placement placement) {
 
 }  // namespace
 
+namespace {
+
+/// Case c planned under both placements, each plan checked field by field and against the one-source
+/// split (CPUs without AVX2), byte for byte. Returns how many of the two plans have copies.
+int check_both_placements(const Case& c) {
+  int with_copies = 0;
+  for (Placement placement : {Placement::contiguous, Placement::interleaved}) {
+    CAPTURE(static_cast<int>(placement));
+    const BalancerContext ctx{c.gpus, c.gpus_per_node, placement, &c.model, &c.hw};
+    UltraEp ultraep(c.params);
+    const Plan plan = ultraep.plan(c.record, ctx);
+    check_plan(plan, c, placement);
+    with_copies += plan.instances.size() > static_cast<std::size_t>(c.model.num_experts) ? 1 : 0;
+    UltraEp one_source(c.params);
+    one_source.use_vector_split(false);
+    CHECK(plan_to_json(one_source.plan(c.record, ctx)).dump() == plan_to_json(plan).dump());
+  }
+  return with_copies;
+}
+
+}  // namespace
+
 TEST_CASE("UltraEP's plans follow their definition field by field on random records, EP 8 to 64") {
   std::mt19937 rng(20261124);
   int with_copies = 0;
   for (int index = 0; index < 60; ++index) {
-    const Case c = random_case(rng, index);
-    for (Placement placement : {Placement::contiguous, Placement::interleaved}) {
-      CAPTURE(index);
-      CAPTURE(static_cast<int>(placement));
-      const BalancerContext ctx{c.gpus, c.gpus_per_node, placement, &c.model, &c.hw};
-      UltraEp ultraep(c.params);
-      const Plan plan = ultraep.plan(c.record, ctx);
-      check_plan(plan, c, placement);
-      with_copies += plan.instances.size() > static_cast<std::size_t>(c.model.num_experts) ? 1 : 0;
-      // The one-source split (CPUs without AVX2) gives the same plan, byte for byte.
-      UltraEp one_source(c.params);
-      one_source.use_vector_split(false);
-      CHECK(plan_to_json(one_source.plan(c.record, ctx)).dump() == plan_to_json(plan).dump());
-    }
+    CAPTURE(index);
+    with_copies += check_both_placements(random_case(rng, index));
   }
   // The random set exercises the split, not only static EP's plan.
   CHECK(with_copies >= 60);
@@ -335,4 +348,36 @@ TEST_CASE("UltraEP plans the same record the same way whatever it planned before
   ultraep.plan(b.record, ctx_b);
   CHECK(plan_to_json(ultraep.plan(a.record, ctx_a)).dump() == first);
   CHECK(plan_to_json(UltraEp(a.params).plan(a.record, ctx_a)).dump() == first);
+}
+
+TEST_CASE("UltraEP plans records whose loads pass 2^32 by its definition, and the same with one source at a time") {
+  // A record's counts are 32-bit, and an expert's load may pass 2^32 (a trace file holds fewer than
+  // 2^32 tokens a record, a record built in memory need not). plan() sums the loads in 32 bits while
+  // that is exact, splits four sources at a time in double precision while counts times rooms stay
+  // below 2^50, and takes a count times a room in 128 bits past 2^63: counts near 2^32 take all three
+  // past their bounds. (Before, the 64-bit products wrapped: instances came out 12 billion tokens off
+  // their quotas.)
+  std::mt19937 rng(20261129);
+  int past_32_bits = 0;
+  for (int index = 0; index < 12; ++index) {
+    Case c = random_case(rng, index);
+    std::uint32_t most = 1;
+    for (const std::uint32_t count : c.record.counts) most = std::max(most, count);
+    // As large as a count may be, with the record under kMaxPlanTokens.
+    std::uint64_t total = 0;
+    for (const std::uint32_t count : c.record.counts) total += count;
+    const std::uint64_t scale = std::min<std::uint64_t>(std::numeric_limits<std::uint32_t>::max() / most,
+                                                        static_cast<std::uint64_t>(kMaxPlanTokens / 2) / total);
+    for (std::uint32_t& count : c.record.counts) count = static_cast<std::uint32_t>(count * scale);
+    const int experts = c.model.num_experts;
+    for (int e = 0; e < experts; ++e) {
+      std::uint64_t load = 0;
+      for (int s = 0; s < c.gpus; ++s) load += c.record.count(s, e, experts);
+      past_32_bits += load > std::numeric_limits<std::uint32_t>::max() ? 1 : 0;
+    }
+    CAPTURE(index);
+    check_both_placements(c);
+  }
+  // Loads past 2^32 are what the set is for.
+  CHECK(past_32_bits >= 100);
 }
