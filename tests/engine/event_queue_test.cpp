@@ -441,6 +441,31 @@ TEST_CASE("EventQueue runs events scheduled at now after those already due then,
   CHECK(q.empty());
 }
 
+TEST_CASE("EventQueue's pass over stale entries, run by an event at now, leaves the events at now that already ran") {
+  // A (at 10) schedules B1 and B2 at now. B1 runs first, and its slot is free while it runs: X,
+  // which B1 schedules at now, takes it again, with the stamp B1's entry had. B1 then cancels 300
+  // far-off events, so the stale entries pass twice the live ones plus 256 and are dropped in one
+  // pass, while the events at now are part taken. B1's entry, which ran, must not come back: read
+  // again it matches X's slot and stamp, and X runs before B2 (a pass that kept it ran A, B1, X, B2).
+  EventQueue q;
+  std::vector<char> order;
+  std::vector<EventQueue::Handle> far;
+  for (int i = 0; i < 300; ++i) far.push_back(q.schedule(1'000'000, [&] { order.push_back('F'); }));
+  q.schedule(10, [&] {
+    order.push_back('A');
+    q.schedule(10, [&] {
+      order.push_back('1');
+      q.schedule(10, [&] { order.push_back('X'); });
+      for (const EventQueue::Handle h : far) CHECK(q.cancel(h));
+    });
+    q.schedule(10, [&] { order.push_back('2'); });
+  });
+  q.run();
+  CHECK(order == std::vector<char>{'A', '1', '2', 'X'});
+  CHECK(q.events_run() == 4);
+  CHECK(q.empty());
+}
+
 TEST_CASE("EventQueue keeps the order when the live entries of a far-off bucket end on a chunk boundary") {
   // 510 events at one far-off bucket's times fill two chunks of 255 entries; moving the second
   // 255 away leaves the live ones exactly one chunk when the bucket is reached and its stale
