@@ -168,6 +168,10 @@ TEST_CASE("local: groups run on their own, a group is max-min") {
     CHECK(ends.ended[2] == (one_group ? 12000 : 11500));
     CHECK(net.link_bytes(b) == doctest::Approx(11500));
     CHECK(net.link_busy_ps(b) == (one_group ? 12000 : 11500));
+    // A carries g and f, and is idle once f ends; in one group h's class is then the only one with
+    // flows, and A, which it does not cross, carries nothing.
+    CHECK(net.link_bytes(a) == doctest::Approx(2000));
+    CHECK(net.link_busy_ps(a) == (one_group ? 3000 : 2000));
   }
 }
 
