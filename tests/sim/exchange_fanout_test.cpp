@@ -170,3 +170,58 @@ TEST_CASE("every leg of a wide source follows the rule to the bit, counts repeat
   }
   CHECK(checked == 16 * 15);
 }
+
+TEST_CASE("every leg of a wide source under group-limited routing follows the rule to the bit") {
+  // The same 16 GPUs, 512 experts and top-8, in 32 groups of 16 experts, 4 groups a token, placed
+  // interleaved (expert e on GPU e mod 16): every group has one expert on each GPU, so a leg
+  // multiplies 32 groups' terms, each over a part of its group. A source's groups have shares of
+  // their own, and a count that repeats across sources has another term in each: what the rule
+  // remembers for one source must not serve the next. With s's group g holding a_g of its slots, q_g =
+  // min(1, 4 a_g), and A_dg of its slots on d's experts of g, a token misses d with probability
+  // prod_g (1 - q_g (1 - (1 - A_dg / (T a_g))^(8 a_g / q_g))) (T: s's slots), and the leg is
+  // n_s (1 - that), clamped to [A / 8, min(A, n_s)]: computed here the same way.
+  const HardwareSpec hw = test::simple_hardware(1, 16);
+  ModelSpec model = test::simple_model(512, 8);
+  model.routing.groups = 32;
+  model.routing.groups_per_token = 4;
+  std::vector<std::vector<std::uint32_t>> rows(16, std::vector<std::uint32_t>(512));
+  std::uint32_t x = 11;
+  for (std::size_t s = 0; s < rows.size(); ++s)
+    for (std::uint32_t& c : rows[s]) c = s == 3 ? 700 : ((x = x * 1103515245u + 12345u) >> 29);  // 0 to 7
+  const TraceRecord record = test::record_of(rows);
+  const Plan plan = StaticEp().plan(record, test::context_for(model, hw, Placement::interleaved));
+  REQUIRE(plan.instances[17].gpu == 1);
+  const ExchangeFanout f(plan, nullptr, model, TokenCopies::per_gpu, 16);
+  constexpr int kGroups = 32;
+  // Slots from each source: in all, per group, and per (target, group).
+  std::vector<double> total(16, 0.0);
+  std::vector<std::vector<double>> in_group(16, std::vector<double>(kGroups, 0.0));
+  std::vector<std::vector<std::vector<double>>> to(16, std::vector<std::vector<double>>(16, std::vector<double>(kGroups, 0.0)));
+  for (const TokenRoute& r : plan.routes) {
+    const int expert = plan.instances[r.instance].expert;
+    const int g = expert / 16;
+    total[r.src_rank] += static_cast<double>(r.tokens);
+    in_group[r.src_rank][g] += static_cast<double>(r.tokens);
+    to[r.src_rank][plan.instances[r.instance].gpu][g] += static_cast<double>(r.tokens);
+  }
+  std::size_t checked = 0;
+  for (const LegTokens& leg : f.gpu_legs(0)) {
+    const double k = 8;
+    const double t = total[leg.src];
+    double missed = 1.0;
+    double assigned = 0;
+    for (int g = 0; g < kGroups; ++g) {
+      const double a = to[leg.src][leg.dst][g];
+      if (a == 0) continue;
+      const double share = in_group[leg.src][g] / t;
+      const double pick = std::min(1.0, 4 * share);
+      const double reach = 1.0 - std::pow(std::max(0.0, 1.0 - a / t / share), k * share / pick);
+      missed *= 1.0 - pick * reach;
+      assigned += a;
+    }
+    const double tokens = t / k;
+    CHECK(leg.tokens == std::clamp(tokens * (1.0 - missed), assigned / k, std::min(assigned, tokens)));
+    ++checked;
+  }
+  CHECK(checked == 16 * 15);
+}
