@@ -202,3 +202,30 @@ TEST_CASE("a Copy Engine dispatch holds no SMs and takes the copy's fixed cost p
     CHECK(kernel->end_ps == 4 * us);
   }
 }
+
+TEST_CASE("a rank with nothing to move in an exchange passes it at once, its kernel's fixed cost unpaid") {
+  // 3 GPUs, a 5 us dispatch kernel: GPU 0 sends 1e5 bytes to GPU 1 over NVLink (100 GB/s, 1 us
+  // latency): 5 us fixed, then 1 + 1 us, both done at 7 us. GPU 2 sends and receives nothing: its
+  // kernel takes its SMs and gives them back at once, done at 0, and leaves no slice.
+  HardwareSpec hw = test::simple_hardware(1, 3);
+  hw.ep_backend.dispatch_fixed_us = 5;
+  const ModelSpec model = test::simple_model(3, 1);
+  SimContext ctx(hw, model, 3);
+  std::vector<std::vector<double>> bytes(3, std::vector<double>(3, 0.0));
+  bytes[0][1] = 1e5;
+  std::vector<Time_ps> done(3, -1);
+  AllToAllV a2a(ctx, "dispatch", Pass::forward, bytes, [&](int rank) { done[rank] = ctx.now_ps(); },
+                ctx.comm_kernel(TokenPhase::dispatch));
+  for (int g = 0; g < 3; ++g) a2a.start(g);
+  CHECK(ctx.sms(0).held_sms() == 20);
+  CHECK(ctx.sms(2).held_sms() == 0);
+  CHECK(done[2] == 0);
+  ctx.queue().run();
+  CHECK(done[0] == 7 * us);
+  CHECK(done[1] == 7 * us);
+  CHECK(done[2] == 0);
+  CHECK(find_event(ctx.timeline(), 2, Track::comm_kernel, "dispatch") == nullptr);
+  const TimelineEvent* kernel = find_event(ctx.timeline(), 0, Track::comm_kernel, "dispatch");
+  REQUIRE(kernel != nullptr);
+  CHECK(kernel->end_ps == 7 * us);
+}
