@@ -16,6 +16,20 @@ using namespace epsim;
 
 namespace {
 
+/// What compute_layer_metrics reads of a simulated layer.
+MetricsInput metrics_input(const TraceRecord& record, int experts, int gpus_per_node, const std::vector<int>& home,
+                           const Plan& plan, const LayerResult& result, const LayerBound& bound) {
+  MetricsInput in;
+  in.record = &record;
+  in.num_experts = experts;
+  in.gpus_per_node = gpus_per_node;
+  in.home_gpu = &home;
+  in.plan = &plan;
+  in.result = &result;
+  in.bound = &bound;
+  return in;
+}
+
 // Rank 0 routes 100 tokens to expert 0 (GPU 0) and 50 to expert 1 (GPU 1); rank 1 routes 100 to
 // expert 1. GEMM times at 2 us per token: GPU 0 200 us, GPU 1 300 us. The layer simulated, and what
 // its metrics read.
@@ -28,17 +42,7 @@ struct TwoGpuLayer {
   std::vector<int> home = {0, 1};
   LayerBound bound = oracle_bound(record, hw, model, 2, {150, 100}, 1, false);
 
-  MetricsInput input() const {
-    MetricsInput in;
-    in.record = &record;
-    in.num_experts = 2;
-    in.gpus_per_node = 2;
-    in.home_gpu = &home;
-    in.plan = &plan;
-    in.result = &result;
-    in.bound = &bound;
-    return in;
-  }
+  MetricsInput input() const { return metrics_input(record, 2, 2, home, plan, result, bound); }
 };
 
 }  // namespace
@@ -103,4 +107,44 @@ TEST_CASE("the last GPU's lead is its forward GEMM finish minus the next latest 
   CHECK(names.back() == "last_gpu_lead_us");
   result.gemm_finish_fwd_ps = {500 * kPsPerUs, 880 * kPsPerUs};
   CHECK(layer_metric_values(compute_layer_metrics(in)).back() == "380");
+}
+
+TEST_CASE("a layer's token shares, busy fractions and lower bounds, worked by hand") {
+  // The two-GPU layer: GPU 0 holds 100 tokens, GPU 1 150 (mean 125). Its forward ends at 303 us
+  // (tests/sim/phase_kernels_test.cpp): GEMMs of 200 and 300 us, and 5e4 bytes (50 tokens of 1,000
+  // bytes) out of each GPU's NVLink port at 100 GB/s, GPU 0's dispatch and GPU 1's combine.
+  const TwoGpuLayer layer;
+  const LayerMetrics m = compute_layer_metrics(layer.input());
+  REQUIRE(m.layer_time_us == doctest::Approx(303));
+  CHECK(m.token_straggler_ratio == doctest::Approx(1.2));
+  CHECK(m.token_idle_fraction == doctest::Approx(1.0 - 125.0 / 150.0));
+  CHECK(m.token_straggler_gpu == 1);
+  CHECK(m.compute_util_max == doctest::Approx(300.0 / 303.0));
+  CHECK(m.compute_util_mean == doctest::Approx(250.0 / 303.0));
+  CHECK(m.nvlink_out_util_max == doctest::Approx(5e4 / (0.1 * 303e6)));  // 0.1 byte per ps x 303 us
+  CHECK(m.nvlink_out_util_mean == doctest::Approx(5e4 / (0.1 * 303e6)));
+  CHECK(m.nic_out_util_max == 0);
+  CHECK(m.copy_engine_util_max == 0);
+  // One node: the NVLink domain's floor is the mean itself; the largest expert (150) over the mean.
+  CHECK(m.bound_nvlink_domain == doctest::Approx(1.0));
+  CHECK(m.bound_unsplit_expert == doctest::Approx(1.2));
+
+  // Three GPUs on nodes of two, the last node one GPU: experts 0, 1, 2 on GPUs 0, 1, 2 with 30, 30
+  // and 60 tokens (mean 40). Node 0 holds 60 tokens over 2 GPUs (30 each), node 1 60 over its one
+  // GPU: the floor is 60 / 40 = 1.5; the largest expert too is 1.5 times the mean.
+  const HardwareSpec hw = test::simple_hardware(2, 2);
+  const ModelSpec model = test::simple_model(3);
+  const TraceRecord record = test::record_of({{10, 10, 20}, {10, 10, 20}, {10, 10, 20}});
+  BalancerContext context = test::context_for(model, hw);
+  context.num_gpus = 3;
+  const Plan plan = StaticEp().plan(record, context);
+  const LayerResult result = simulate_layer(hw, model, plan, {40, 40, 40}, false);
+  const std::vector<int> home = {0, 1, 2};
+  const LayerBound bound = oracle_bound(record, hw, model, 3, {40, 40, 40}, 1, false);
+  const LayerMetrics three = compute_layer_metrics(metrics_input(record, 3, 2, home, plan, result, bound));
+  CHECK(three.token_straggler_ratio == doctest::Approx(1.5));
+  CHECK(three.token_idle_fraction == doctest::Approx(1.0 - 40.0 / 60.0));
+  CHECK(three.token_straggler_gpu == 2);
+  CHECK(three.bound_nvlink_domain == doctest::Approx(1.5));
+  CHECK(three.bound_unsplit_expert == doctest::Approx(1.5));
 }
