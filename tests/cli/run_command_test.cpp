@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,6 +59,30 @@ TEST_CASE("epsim run writes metrics, per-GPU rows, a timeline and a summary") {
   const std::string timeline = read_file(dir / "out/timeline.json");
   CHECK(timeline.find("\"traceEvents\"") != std::string::npos);
   CHECK(timeline.find("gemm fwd") != std::string::npos);
+}
+
+TEST_CASE("timeline_records: N puts the first N records in the timeline, and no other") {
+  // The sample trace's first records are step 0, micro-batch 0, layers 0, 1, 2 (metrics.csv's rows):
+  // every event of the timeline names its record, and the records named are the first N.
+  const fs::path dir = scratch_dir("run_timeline_records");
+  for (const int n : {1, 2}) {
+    CAPTURE(n);
+    write_file(dir / "exp.yaml", experiment_yaml() + "timeline_records: " + std::to_string(n) + "\n");
+    const std::string out = "out" + std::to_string(n);
+    const CliResult r = run_epsim("run exp.yaml -q -o " + out, dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string timeline = read_file(dir / out / "timeline.json");
+    std::set<std::string> named;
+    const std::string key = "\"layer\":\"";
+    for (std::size_t at = timeline.find(key); at != std::string::npos; at = timeline.find(key, at + 1)) {
+      const std::size_t begin = at + key.size();
+      named.insert(timeline.substr(begin, timeline.find('"', begin) - begin));
+    }
+    std::set<std::string> first;
+    for (int layer = 0; layer < n; ++layer) first.insert("step 0 mb 0 layer " + std::to_string(layer));
+    CHECK(named == first);
+  }
 }
 
 TEST_CASE("the run summary names the bandwidth sharing that produced it") {
