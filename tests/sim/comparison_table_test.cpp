@@ -114,6 +114,17 @@ TEST_CASE("comparison rows: medians, means and reductions against the baseline")
   CHECK(*rows[1].gemm_excess_reduction == doctest::Approx(1 - 0.10 / 0.25));    // 0.6
 }
 
+TEST_CASE("comparison rows: the bounding resource is the most frequent one, ties to the first in name order") {
+  std::vector<LayerMetrics> records(5, record(0.1, 0.1, 100, 5));
+  records[0].crit_bound = records[1].crit_bound = "SM";
+  records[2].crit_bound = records[3].crit_bound = "NVLink";
+  records[4].crit_bound = "InfiniBand";
+  // Two each for NVLink and SM: NVLink, the first of the two in name order.
+  CHECK(summarise(records, {"c", 8, "static_ep", "static_ep"}).crit_bound == "NVLink");
+  records[4].crit_bound = "SM";
+  CHECK(summarise(records, {"c", 8, "static_ep", "static_ep"}).crit_bound == "SM");
+}
+
 TEST_CASE("comparison rows: warm-up records are counted apart, and a row of warm-up only is n/a") {
   std::vector<LayerMetrics> records = {record(0.5, 0.5, 400, 40), record(0.5, 0.5, 400, 40), record(0.1, 0.1, 100, 5)};
   records[0].warmup = records[1].warmup = true;
