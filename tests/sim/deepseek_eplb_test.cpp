@@ -159,6 +159,13 @@ TEST_CASE("eplb: building blocks by hand") {
   // Equal weights: stable order, lowest pack first.
   const PackResult ties = balanced_packing({1, 1, 1, 1}, 2);
   CHECK(ties.pack_index == std::vector<int>{0, 1, 0, 1});
+  // The same with 64 items into 4 packs (past the few items a sort orders by insertion, stable or
+  // not): item i to pack i mod 4, at place i / 4.
+  const PackResult many = balanced_packing(std::vector<double>(64, 1.0), 4);
+  for (int i = 0; i < 64; ++i) {
+    CHECK(many.pack_index[i] == i % 4);
+    CHECK(many.rank_in_pack[i] == i / 4);
+  }
   CHECK_THROWS_AS(balanced_packing({1, 1, 1}, 2), std::invalid_argument);
   CHECK_THROWS_AS(replicate_experts({1, 1, 1}, 2), std::invalid_argument);
   CHECK_THROWS_AS(rebalance_experts_hierarchical({1, 1, 1, 1}, 6, 2, 2, 4), std::invalid_argument);  // 6 % 4
