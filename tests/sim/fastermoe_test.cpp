@@ -461,6 +461,15 @@ TEST_CASE("the prototype policy shadows whole workers, with the artifact's loop"
   // The loop ends at i = 1 again with worker 0.
   CHECK(prototype_shadow_workers({200, 10}, {{100, 100}, {5, 5}}, costs, 2) == std::vector<int>{0});
   CHECK(prototype_shadow_workers({}, {}, costs, 1).empty());
+  // A latency equal to the best so far goes on, as the artifact's loop does (it stops only on a worse
+  // one). t_model 3: a shadow costs 6. Workers [3, 18, 117], lat_base = 351:
+  //   i = 0, worker 2: [3 + 50, 18 + 41, 0 + 26] = [53, 59, 26]  -> 3 * 59 + 6 = 183
+  //   i = 1, worker 1: [53 + 4, 0 + 3, 26 + 11]  = [57, 3, 37]   -> 3 * 57 + 12 = 183, equal: on
+  //   i = 2, worker 0: [0 + 0, 3 + 3, 37 + 0]    = [0, 6, 37]    -> 3 * 37 + 18 = 129
+  // The loop ends at i = 2 and shadows indices[:2]: workers 2 and 1 (stopping at the tie, 2 alone).
+  const ShadowCosts dear_model{1.0, 0.0, 3.0};
+  CHECK(prototype_shadow_workers({3, 18, 117}, {{0, 3, 0}, {4, 3, 11}, {50, 41, 26}}, dear_model, 1) ==
+        std::vector<int>{1, 2});
 }
 
 TEST_CASE("the prototype policy on a record: every expert of the shadowed GPU") {
