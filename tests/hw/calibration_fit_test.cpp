@@ -63,6 +63,23 @@ TEST_CASE("a line and a proportional fit give exact parameters and standard erro
   CHECK(prop.coef(0) == doctest::Approx(2.0).epsilon(0.05));
   CHECK(prop.stderr_(0) > 0);
   CHECK_THROWS_AS(fit_line({3, 3, 3}, {1, 2, 3}), std::invalid_argument);
+  // By hand: y = c x on (1, 1), (1, 2), (1, 4), each residual relative to its y. With u = x / y = 1,
+  // 1/2, 1/4: c = sum u / sum u^2 = 1.75 / 1.3125 = 4/3; residuals 1 - c u = -1/3, 1/3, 2/3, their
+  // squares summing to 2/3; RMS sqrt(2/3 / 3); standard error sqrt(2/3 / (3 - 1) / 1.3125).
+  const LinearFit hand = fit_proportional({1, 1, 1}, {1, 2, 4});
+  CHECK(hand.coef(0) == doctest::Approx(4.0 / 3.0));
+  CHECK(hand.rel_rms == doctest::Approx(std::sqrt(2.0 / 9.0)));
+  CHECK(hand.stderr_(0) == doctest::Approx(std::sqrt(1.0 / 3.0 / 1.3125)));
+  // A line through three points: the RMS is over the points, not the degrees of freedom.
+  const std::vector<double> x = {1, 2, 4}, y = {2, 5, 8};
+  const LinearFit noisy = fit_line(x, y);
+  double sum = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double r = (y[i] - noisy.coef(0) - noisy.coef(1) * x[i]) / y[i];
+    sum += r * r;
+  }
+  CHECK(noisy.rel_rms == doctest::Approx(std::sqrt(sum / 3)));
+  CHECK(noisy.rel_rms > 0.01);
 }
 
 TEST_CASE("noise-free synthetic measurements are recovered exactly") {
