@@ -286,9 +286,15 @@ TEST_CASE("EP dispatch/combine: SM-bound and link-bound NVLink points and RDMA p
   check_close(nv.dispatch_fixed_us, 15, 0.05);
   check_close(nv.combine_fixed_us, 25, 0.05);
   CHECK(nv.points == 24);
-  for (const FittedValue* v : {&nv.efficiency, &nv.sm_GBps, &nv.dispatch_fixed_us, &nv.combine_fixed_us}) {
+  // Each within four of its standard errors of the truth: an error in the parameter's own unit (the
+  // efficiency and the SM rate are fitted as logarithms, whose errors are relative).
+  const std::pair<const FittedValue*, double> truths[] = {
+      {&nv.efficiency, 0.8}, {&nv.sm_GBps, 20}, {&nv.dispatch_fixed_us, 15}, {&nv.combine_fixed_us, 25}};
+  for (const auto& [v, truth_value] : truths) {
     CAPTURE(v->value);
+    CAPTURE(v->stderr_);
     CHECK(v->stderr_ > 0);
+    CHECK(std::abs(v->value - truth_value) <= 4 * v->stderr_);
     CHECK(v->points == 24);
   }
   const EpCommFit& ib = *cal.ep_rdma;
