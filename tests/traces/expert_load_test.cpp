@@ -36,6 +36,10 @@ TEST_CASE("round_loads: largest remainder to the nearest multiple of top-k") {
   // the later expert of a tie first.
   CHECK(round_loads({2, 2, 1.5}, 4) == std::vector<std::uint64_t>{2, 1, 1});
   CHECK(round_loads({5.5, 1.5, 1, 0}, 2) == std::vector<std::uint64_t>{6, 1, 1, 0});
+  // 40 equal parts (more than a sort puts in order by insertion): 20 / 1 -> 20, to experts 0 to 19.
+  std::vector<std::uint64_t> first_half(40, 0);
+  for (int e = 0; e < 20; ++e) first_half[static_cast<std::size_t>(e)] = 1;
+  CHECK(round_loads(std::vector<double>(40, 0.5), 1) == first_half);
 }
 
 TEST_CASE("spread_load: floor(c/R) each, the remainder from rank e on") {
