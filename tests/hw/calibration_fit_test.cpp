@@ -290,12 +290,13 @@ TEST_CASE("EP dispatch/combine: SM-bound and link-bound NVLink points and RDMA p
   // efficiency and the SM rate are fitted as logarithms, whose errors are relative).
   const std::pair<const FittedValue*, double> truths[] = {
       {&nv.efficiency, 0.8}, {&nv.sm_GBps, 20}, {&nv.dispatch_fixed_us, 15}, {&nv.combine_fixed_us, 25}};
-  for (const auto& [v, truth_value] : truths) {
-    CAPTURE(v->value);
-    CAPTURE(v->stderr_);
-    CHECK(v->stderr_ > 0);
-    CHECK(std::abs(v->value - truth_value) <= 4 * v->stderr_);
-    CHECK(v->points == 24);
+  for (const auto& truth_pair : truths) {
+    const FittedValue& v = *truth_pair.first;
+    CAPTURE(v.value);
+    CAPTURE(v.stderr_);
+    CHECK(v.stderr_ > 0);
+    CHECK(std::abs(v.value - truth_pair.second) <= 4 * v.stderr_);
+    CHECK(v.points == 24);
   }
   const EpCommFit& ib = *cal.ep_rdma;
   CHECK(ib.internode);
