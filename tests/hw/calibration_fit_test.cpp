@@ -315,6 +315,43 @@ TEST_CASE("EP dispatch/combine: SM-bound and link-bound NVLink points and RDMA p
   }
 }
 
+TEST_CASE("the EP fit's standard errors are the spread of its values over repeated measurements") {
+  // The same 24 NVLink points measured 8 times over, each with other errors of 0.5%: the values the
+  // fit gives scatter by about the standard error it reports for one set, in the parameter's own
+  // unit. The efficiency and the SM rate are fitted as logarithms; their errors, relative there,
+  // are reported times the value (the SM rate's would otherwise be 20 x too small).
+  const test::CalibrationTruth truth;
+  HardwareSpec base = truth.hw;
+  base.ep_backend.nvlink_efficiency = 0.5;
+  base.ep_backend.sm_GBps = 0;
+  base.ep_backend.dispatch_fixed_us = base.ep_backend.combine_fixed_us = 0;
+  constexpr int kDraws = 8;
+  std::vector<std::vector<double>> values(4);
+  std::vector<double> reported(4, 0.0);
+  for (int draw = 1; draw <= kDraws; ++draw) {
+    const Calibration cal = fit_measurements({test::synthetic_ep_comm(truth, 0.005, false, "ep.yaml", draw)}, base);
+    REQUIRE(cal.ep_nvlink);
+    const EpCommFit& nv = *cal.ep_nvlink;
+    const FittedValue* fitted[] = {&nv.efficiency, &nv.sm_GBps, &nv.dispatch_fixed_us, &nv.combine_fixed_us};
+    for (std::size_t k = 0; k < 4; ++k) {
+      values[k].push_back(fitted[k]->value);
+      reported[k] += fitted[k]->stderr_ / kDraws;  // the mean reported over the draws
+    }
+  }
+  for (std::size_t k = 0; k < 4; ++k) {
+    double mean = 0;
+    for (const double v : values[k]) mean += v / kDraws;
+    double var = 0;
+    for (const double v : values[k]) var += (v - mean) * (v - mean) / (kDraws - 1);
+    CAPTURE(k);
+    CAPTURE(mean);
+    CAPTURE(reported[k]);
+    CAPTURE(std::sqrt(var));
+    CHECK(reported[k] > std::sqrt(var) / 3);
+    CHECK(reported[k] < std::sqrt(var) * 3);
+  }
+}
+
 TEST_CASE("EP points that are all link bound leave sm_GBps at the base value, with a warning") {
   const test::CalibrationTruth truth;
   Measurements ep = test::synthetic_ep_comm(truth, 0.003, false, "ep.yaml");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -20,11 +21,18 @@ std::string num(double v) {
 /// A deterministic pattern of relative errors in [-1, 1].
 class Noise {
  public:
-  explicit Noise(double scale) : scale_(scale) {}
-  double operator()(double t) { return t * (1.0 + scale_ * std::sin(2.4 * static_cast<double>(++i_))); }
+  /// Draw 0: a fixed pattern, scale x sin(2.4 i) on the i-th time. Any other draw: independent
+  /// errors, uniform within +-scale, from a generator seeded with it (a measurement repeated).
+  explicit Noise(double scale, int draw = 0) : scale_(scale), draw_(draw), rng_(static_cast<unsigned>(draw)) {}
+  double operator()(double t) {
+    if (draw_ == 0) return t * (1.0 + scale_ * std::sin(2.4 * static_cast<double>(++i_)));
+    return t * (1.0 + scale_ * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_));
+  }
 
  private:
   double scale_;
+  int draw_;
+  std::mt19937 rng_;
   int i_ = 0;
 };
 
@@ -106,8 +114,8 @@ Measurements synthetic_gemm_calls(const CalibrationTruth& truth, double noise_sc
 }
 
 Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise_scale, bool with_rdma,
-                               const std::string& file) {
-  Noise noise(noise_scale);
+                               const std::string& file, int draw) {
+  Noise noise(noise_scale, draw);
   Measurements m;
   m.file = file;
   m.header.gpu = "synthetic";

@@ -30,7 +30,9 @@ Measurements synthetic_gemm_calls(const CalibrationTruth& truth, double noise, c
 
 /// An `ep_comm` series timed by predict_ep_point_us on truth.hw: NVLink points (EP 8 on one node) over
 /// an SM sweep that crosses from SM bound to link bound and over token counts, both kernels; RDMA
-/// points (EP 16, two nodes) when `with_rdma`.
-Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise, bool with_rdma, const std::string& file);
+/// points (EP 16, two nodes) when `with_rdma`. Draw 0 puts a fixed pattern of errors on the times;
+/// each other draw, independent errors of the same size (a measurement repeated).
+Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise, bool with_rdma, const std::string& file,
+                               int draw = 0);
 
 }  // namespace epsim::test
