@@ -22,11 +22,13 @@ std::string num(double v) {
 class Noise {
  public:
   /// Draw 0: a fixed pattern, scale x sin(2.4 i) on the i-th time. Any other draw: independent
-  /// errors, uniform within +-scale, from a generator seeded with it (a measurement repeated).
+  /// errors, uniform within +-scale, from a generator seeded with it (a measurement repeated); its
+  /// words are scaled here, as std's distributions differ from one library to the next.
   explicit Noise(double scale, int draw = 0) : scale_(scale), draw_(draw), rng_(static_cast<unsigned>(draw)) {}
   double operator()(double t) {
     if (draw_ == 0) return t * (1.0 + scale_ * std::sin(2.4 * static_cast<double>(++i_)));
-    return t * (1.0 + scale_ * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_));
+    const double uniform = static_cast<double>(rng_()) / 4294967296.0;  // [0, 1): a 32-bit word over 2^32
+    return t * (1.0 + scale_ * (2.0 * uniform - 1.0));
   }
 
  private:
