@@ -13,6 +13,7 @@
 #include "hw/host/plan_tasks.hpp"
 #include "hw/host/timeline_writer.hpp"
 #include "sim/core/input_error.hpp"
+#include "sim/plan/plan.hpp"
 #include "sim/plan/plan_json.hpp"
 #include "tests/test_paths.hpp"
 
@@ -154,6 +155,13 @@ TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy
   CHECK(g1.copies[2].name == "grads e0");
   CHECK(g1.copies[2].after_gemm == 2);  // after its weight-gradient GEMM
   CHECK_THROWS_AS(extract_gpu_tasks(plan, 2, hidden, 2), std::invalid_argument);
+  // A Copy Engine leg from the instance's own GPU (the dispatch brought the tokens there already)
+  // copies nothing, on either GPU.
+  Plan there = plan;
+  there.routes.push_back({0, 2, 3, Carrier::copy_engine, 1, 0});
+  REQUIRE_FALSE(find_plan_defect(there, 2, 2));
+  CHECK(extract_gpu_tasks(there, 0, hidden, 2).copies.size() == 2);
+  CHECK(extract_gpu_tasks(there, 1, hidden, 2).copies.size() == 3);
 }
 
 TEST_CASE("plans.jsonl is read line by line, with the line in errors") {
