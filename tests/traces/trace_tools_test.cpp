@@ -144,6 +144,14 @@ TEST_CASE("trace slice keeps the chosen steps, micro-batches and layers") {
   const std::string out2 = (dir / "m.eptrace").string();
   slice_trace(a, m, out2, false);
   CHECK(same(read_all(out2), {{1, 0, 0, {1, 3}}, {1, 0, 1, {2, 0}}}));
+  // One index is that step alone, not the ones after it.
+  SliceOptions first;
+  REQUIRE(parse_index_range("0", first.steps));
+  CHECK(first.steps.begin == 0);
+  CHECK(first.steps.end == 1);
+  const std::string out3 = (dir / "f.eptrace").string();
+  slice_trace(a, first, out3, false);
+  CHECK(same(read_all(out3), {{0, 0, 0, {3, 1}}, {0, 0, 1, {0, 2}}}));
   IndexRange r;
   CHECK_FALSE(parse_index_range("3:1", r));
   CHECK_FALSE(parse_index_range("x", r));
