@@ -240,4 +240,13 @@ TEST_CASE("trace merge --by ranks keeps token ids, their source ranks shifted") 
   CHECK(r.counts == Counts{1, 1, 0, 1});
   CHECK(r.token_src_rank == std::vector<std::uint32_t>{0, 0, 1});
   CHECK(r.token_experts == std::vector<std::uint16_t>{0, 1, 1});
+  // Three traces: the third's rank 0 is rank 2 of the merged trace, after a's and b's.
+  const std::string c = write("c.eptrace", {0}, {0});
+  const std::string out3 = (dir / "m3.eptrace").string();
+  merge_traces({a, b, c}, MergeBy::ranks, out3, false);
+  TraceReader three(out3);
+  REQUIRE(three.next(r));
+  CHECK(r.counts == Counts{1, 1, 0, 1, 1, 0});
+  CHECK(r.token_src_rank == std::vector<std::uint32_t>{0, 0, 1, 2});
+  CHECK(r.token_experts == std::vector<std::uint16_t>{0, 1, 1, 0});
 }
