@@ -67,6 +67,22 @@ TEST_CASE("derive: a smaller top-k keeps each rank's tokens and its experts' sha
   CHECK(derived(o) == std::vector<std::uint32_t>{2, 0, 0, 1, /**/ 1, 1, 0, 0});
 }
 
+TEST_CASE("derive: equal remainders go to the lower experts, over 40 of them") {
+  // One rank, 40 experts, top-2: 20 tokens, one assignment each expert. Top-1 keeps 20 assignments,
+  // 0.5 for every expert: the 20 equal remainders go to experts 0 to 19 (more than a sort keeps in
+  // order by insertion, stable or not).
+  TraceHeader h = small_header();
+  h.num_ranks = 1;
+  h.num_experts = 40;
+  TraceRecord r;
+  r.counts.assign(40, 1);
+  DeriveOptions o;
+  o.top_k = 1;
+  std::vector<std::uint32_t> lower(40, 0);
+  for (int e = 0; e < 20; ++e) lower[static_cast<std::size_t>(e)] = 1;
+  CHECK(derive_record(r, h, o, "t.eptrace").counts == lower);
+}
+
 TEST_CASE("derive: a larger top-k never gives an expert more assignments than the rank has tokens") {
   DeriveOptions o;
   o.top_k = 4;
