@@ -18,7 +18,7 @@ std::string num(double v) {
   return buf;
 }
 
-/// A deterministic pattern of relative errors in [-1, 1].
+/// Relative errors within +-scale on the times handed to it, the same for the same draw.
 class Noise {
  public:
   /// Draw 0: a fixed pattern, scale x sin(2.4 i) on the i-th time. Any other draw: independent
