@@ -218,14 +218,27 @@ Calibration fit_measurements(const std::vector<Measurements>& sources, const Har
   // the whole kernel (launch included): t_with = t_alone / s, so 1 - f * t_alone / t_with = factor * x with
   // x = copy_GBps * sides / hbm. `factor` is what the simulator's peer copies add on each of their two GPUs
   // per byte copied; a local copy (epsim-hw's) is both sides on the GEMM's GPU (sides = 2), a peer copy one.
-  if (!contention.empty()) {
+  // A row whose copy ran as a kernel (copy_on_sms: true) measured the GEMM sharing its SMs, which this
+  // model does not describe: such rows are left out, and with nothing else there is no fit at all.
+  int copy_on_sms = 0;
+  for (const auto& p : contention) copy_on_sms += p.point->copy_on_sms.value_or(false) ? 1 : 0;
+  if (copy_on_sms > 0) {
+    const bool all = copy_on_sms == static_cast<int>(contention.size());
+    cal.warnings.push_back(
+        "gemm_with_copy: " + std::string(all ? "every row's copy" : std::to_string(copy_on_sms) + " rows' copies") +
+        " ran on the SMs (copy_on_sms: true): a copy kernel sharing the GEMM's SMs, not HBM traffic; " +
+        (all ? "hbm_traffic_factor kept from the base" : "left out of the hbm_traffic_factor fit"));
+  }
+  if (copy_on_sms < static_cast<int>(contention.size())) {
     if (!cal.gemm)
       cal.warnings.push_back("gemm_with_copy without grouped_gemm: using the base hbm_GBps and launch_us");
     ContentionFit c;
+    c.points_copy_on_sms = copy_on_sms;
     std::vector<double> x, z, f_used;
     std::vector<Sourced<GemmWithCopyPoint>> used;
     for (const auto& p : contention) {
       const GemmWithCopyPoint& g = *p.point;
+      if (g.copy_on_sms.value_or(false)) continue;
       const double busy = g.gemm_us - launch_us;
       const double memory = gemm_hbm_bytes(g.shape) / (hbm_GBps * kBytesPerUsPerGBps);
       const double f = busy <= memory * (1.0 + options.memory_bound_tolerance) ? 1.0 : memory / busy;

@@ -38,6 +38,7 @@ struct AllToAllFit {
 struct ContentionFit {
   FittedValue hbm_traffic_factor;
   int points_without_slowdown = 0;  ///< compute-bound GEMMs that did not slow down: no information
+  int points_copy_on_sms = 0;       ///< rows whose copy was a kernel (copy_on_sms): SM sharing, left out
   double rel_rms = 0;               ///< of the predicted GEMM-with-copy times
 };
 

@@ -197,6 +197,7 @@ GemmWithCopyPoint read_gemm_with_copy(ConfigMap& p, const std::string& name) {
   g.gemm_with_copy_us = p.get_double("gemm_with_copy_us", kPositive, kHuge);
   g.copy_GBps = p.get_double("copy_GBps", kPositive, kHuge);
   g.copy = enum_of(p.get_choice_or("copy", "ce_local", {"ce_local", "ce_peer"}), {CopyKind::ce_local, CopyKind::ce_peer});
+  if (p.has("copy_on_sms")) g.copy_on_sms = p.get_bool("copy_on_sms");
   g.repetitions = read_repetitions(p);
   g.where = p.where();
   return g;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,11 @@ struct GemmWithCopyPoint {
   /// The interfering copy: ce_local (epsim-hw bench contention's: it reads and writes the GEMM's own
   /// HBM, two HBM bytes per byte copied) or ce_peer (one: it reads one GPU's HBM and writes another's).
   CopyKind copy = CopyKind::ce_local;
+  /// Whether the copy ran on the SMs (the driver made it a kernel) rather than on a Copy Engine, as
+  /// epsim-hw's SM probe found (hw/host/copy_sm_probe.hpp); absent when not probed. Such a row's
+  /// slowdown is the GEMM sharing its SMs with a copy kernel, not HBM traffic, and calibration leaves
+  /// it out of the HBM-sharing fit.
+  std::optional<bool> copy_on_sms;
   std::int64_t repetitions = 0;
   std::string where;
 };

@@ -1,15 +1,19 @@
-// epsim-hw bench contention: a grouped GEMM alone vs while a Copy Engine copy loop streams on another
+// epsim-hw bench contention: a grouped GEMM alone vs while a copy loop within the GPU streams on another
 // stream (memory-bound small-M and compute-bound large-M sizes); reports both medians and the copy rate.
+// The loop's copy is probed for SM use first: a plain cudaMemcpyAsync D2D may be a kernel, and then the
+// rows measure SM sharing rather than the HBM sharing the simulator models (copy_on_sms).
 // Unless --no-verify, the copies' destination is cleared before each point and checked against the
 // source's pattern afterwards (sampled checksum).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "hw/cuda/commands.cuh"
 #include "hw/cuda/common.cuh"
+#include "hw/cuda/copy_sm_probe.cuh"
 #include "hw/cuda/grouped_gemm.cuh"
 #include "hw/host/measurement_writer.hpp"
 
@@ -29,6 +33,9 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
   if (copy_sizes.size() != 1) throw std::invalid_argument("--copy-bytes takes one size");
   const std::size_t copy_bytes = static_cast<std::size_t>(copy_sizes[0]);
   const bool verify = !a.flags.count("no-verify");
+  const std::string copy_api = a.text("copy-api", "memcpy");
+  if (copy_api != "memcpy" && copy_api != "batch")
+    throw std::invalid_argument("--copy-api: expected memcpy or batch, got '" + copy_api + "'");
   constexpr std::uint64_t kCopySeed = 0xC0C0E5ull;
   ExpectedChecksums expected;
 
@@ -38,12 +45,14 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
   cudaStream_t s, cs;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  const std::string api_text = copy_api == "batch" ? "cudaMemcpyBatchAsync D2D with the hint to overlap with compute"
+                                                   : "cudaMemcpyAsync D2D";
   comments.insert(comments.end(), {
       "gemm_with_copy: GEMM (" +
           std::string(choice.best ? "the faster of cublasGemmGroupedBatchedEx and a cublasGemmEx loop, per point"
                                   : to_string(choice.impl)) +
           ") alone, then with a loop of " +
-          std::to_string(copy_bytes) + " B cudaMemcpyAsync D2D (local Copy Engine) copies on another stream",
+          std::to_string(copy_bytes) + " B " + api_text + " copies (within the GPU) on another stream",
       "copy_GBps = rate of the copies that completed inside the GEMM window (bytes / s, 10^9); a local copy reads",
       "and writes the same HBM (about twice the per-GPU traffic of a peer copy of the same rate)"});
   bool timed_out = false;
@@ -54,13 +63,27 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
     DeviceBuffer src(copy_bytes), dst(copy_bytes);
     fill_pattern(src.get(), copy_bytes / 4, kCopySeed, cs);
     CUDA_CHECK(cudaStreamSynchronize(cs));
+    const auto enqueue_copy = [&](cudaStream_t st) {
+      if (copy_api == "batch")
+        copy_prefer_engine(dst.get(), src.get(), copy_bytes, st);
+      else
+        CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, st));
+    };
+    // Whether the loop's copy is a kernel decides what the rows measure (copy_on_sms in each row).
+    const CopySmProbeTimes probe = probe_copy_sms(device, enqueue_copy, 5);
+    const CopySmVerdict verdict = judge_copy_sm_probe(probe);
+    std::optional<bool> copy_on_sms;
+    if (verdict == CopySmVerdict::needs_sms) copy_on_sms = true;
+    if (verdict == CopySmVerdict::no_sms) copy_on_sms = false;
+    comments.push_back(copy_sm_probe_comment("the loop's copy", static_cast<double>(copy_bytes), probe, 5));
+    std::printf("%s\n", comments.back().c_str());
     // One copy's time, to size the loop.
     double copy_us = 0;
     {
       EventPair ev;
-      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+      enqueue_copy(cs);
       ev.start(cs);
-      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+      enqueue_copy(cs);
       ev.stop(cs);
       CUDA_CHECK(cudaStreamSynchronize(cs));
       copy_us = std::max(1.0, ev.elapsed_ms() * 1000.0);
@@ -84,7 +107,7 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
         gate.hold(s);
         CUDA_CHECK(cudaEventRecord(copy_origin, cs));
         for (int i = 0; i < copies; ++i) {
-          CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, cs));
+          enqueue_copy(cs);
           CUDA_CHECK(cudaEventRecord(copy_end[i], cs));
         }
         for (int i = 0; i < reps; ++i) {
@@ -134,6 +157,7 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
         p.gemm_with_copy_us = median(with);
         p.copy_GBps = gbps;
         p.copy = CopyKind::ce_local;  // the loop copies inside this GPU: its HBM is read and written
+        p.copy_on_sms = copy_on_sms;
         p.repetitions = reps;
         m.gemm_with_copy.push_back(p);
         std::printf("contention experts %lld tokens %lld: alone %.2f us, with copy %.2f us (x%.3f), copy %.1f GB/s\n",

@@ -1,5 +1,6 @@
 // epsim-hw bench copy: Copy Engine copies (local D2D, to peers, H2D and D2H from pinned memory) and an
-// SM copy kernel, time vs size; plus head-of-line blocking of a small copy behind a large one. The
+// SM copy kernel, time vs size; plus head-of-line blocking of a small copy behind a large one, and
+// whether each kind of copy needs the SMs (copy_sm_probe.cuh). The
 // source holds a known pattern; unless --no-verify, each point's destination is cleared before its last
 // trial and checked against the pattern afterwards (sampled checksum), so the timed copies are shown
 // to have moved the data.
@@ -11,6 +12,7 @@
 
 #include "hw/cuda/commands.cuh"
 #include "hw/cuda/common.cuh"
+#include "hw/cuda/copy_sm_probe.cuh"
 #include "hw/host/measurement_writer.hpp"
 
 namespace epsim::hw {
@@ -79,6 +81,7 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
   const auto sm_blocks = a.integers("sm-blocks", {1, 2, 4}, 1, 64);
   const std::string kinds = a.text("kinds", "ce_local,ce_peer,h2d,d2h,sm_copy");
   const bool verify = !a.flags.count("no-verify");
+  const bool sm_probe = !a.flags.count("no-sm-probe");
   {
     std::stringstream ss(kinds);
     std::string item;
@@ -118,6 +121,16 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
         verify_pattern_copy(dst.get(), static_cast<std::uint64_t>(b), kCopySeed,
                             std::string("copy ") + kind + " of " + std::to_string(b) + " B", s, expected);
     };
+    // The SM probe of one kind: a copy of up to 64 MiB, so that the holder (2 ms or more) dwarfs it.
+    const std::size_t probe_bytes = std::min<std::size_t>(max_bytes, 64u << 20);
+    auto probe = [&](const char* kind, const std::function<void(cudaStream_t)>& copy) {
+      if (!sm_probe || max_bytes < (4u << 20)) return;
+      const std::string line = copy_sm_probe_comment(kind, static_cast<double>(probe_bytes),
+                                                     probe_copy_sms(device, copy, trials), trials);
+      comments.push_back(line);
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
     auto add = [&](CopyKind kind, std::int64_t bytes, double us, const std::string& note) {
       CopyPoint p;
       p.kind = kind;
@@ -137,6 +150,24 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
             }, reps, trials, s, gate, timed_out, clear_dst(b)), "");
         check_dst("ce_local", b);
       }
+    if (wanted(kinds, "ce_local")) {
+      probe("ce_local", [&](cudaStream_t st) {
+        CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), probe_bytes, cudaMemcpyDeviceToDevice, st));
+      });
+      // The same copies asked of a Copy Engine (cudaMemcpyBatchAsync with the overlap hint): comments
+      // only, since the copy series has one ce_local row per size.
+      const char* batch = "ce_local by cudaMemcpyBatchAsync (prefer overlap with compute)";
+      for (auto b : sizes) {
+        const double us = time_copies([&](cudaStream_t st) {
+          copy_prefer_engine(dst.get(), src.get(), static_cast<std::size_t>(b), st);
+        }, reps, trials, s, gate, timed_out, clear_dst(b));
+        check_dst("ce_local by cudaMemcpyBatchAsync", b);
+        comments.push_back(std::string(batch) + ", " + std::to_string(b) + " B: " + format_number(us) + " us");
+        std::printf("copy ce_batch %12lld B: %10.2f us  %8.1f GB/s (comment only)\n", static_cast<long long>(b), us,
+                    b / (us * 1e3));
+      }
+      probe(batch, [&](cudaStream_t st) { copy_prefer_engine(dst.get(), src.get(), probe_bytes, st); });
+    }
     if (wanted(kinds, "sm_copy")) {
       const int sms = sm_count(device);
       // The file has one sm_copy series; the largest grid is written there, the others as comments.
@@ -155,6 +186,10 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
             std::printf("copy sm_copy  %12lld B: %10.2f us (grid %d, comment only)\n", static_cast<long long>(b), us, blocks);
           }
         }
+      // A kernel must wait for the holder: the probe's own check that it holds every SM.
+      probe("sm_copy", [&](cudaStream_t st) {
+        sm_copy(dst.get(), src.get(), probe_bytes, static_cast<int>(best_k) * sms, st);
+      });
     }
     if (wanted(kinds, "h2d") || wanted(kinds, "d2h")) {
       HostBuffer host(max_bytes);
@@ -169,6 +204,10 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
               }, reps, trials, s, gate, timed_out, clear_dst(b)), "");
           check_dst("h2d", b);
         }
+      if (wanted(kinds, "h2d"))
+        probe("h2d", [&](cudaStream_t st) {
+          CUDA_CHECK(cudaMemcpyAsync(dst.get(), host.get(), probe_bytes, cudaMemcpyHostToDevice, st));
+        });
       if (wanted(kinds, "d2h"))
         for (auto b : sizes) {
           std::function<void(cudaStream_t)> clear_host;
@@ -182,6 +221,10 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
             verify_pattern_copy_host(host.get(), static_cast<std::uint64_t>(b), kCopySeed,
                                      "copy d2h of " + std::to_string(b) + " B", expected);
         }
+      if (wanted(kinds, "d2h"))
+        probe("d2h", [&](cudaStream_t st) {
+          CUDA_CHECK(cudaMemcpyAsync(host.get(), src.get(), probe_bytes, cudaMemcpyDeviceToHost, st));
+        });
     }
     if (wanted(kinds, "ce_peer")) {
       int count = 0;
@@ -225,6 +268,9 @@ void measure_copy(const HwArgs& a, Measurements& m, std::vector<std::string>& co
                                 "copy ce_peer of " + std::to_string(b) + " B to device " + std::to_string(peer), s,
                                 expected);
         }
+        probe("ce_peer", [&](cudaStream_t st) {
+          CUDA_CHECK(cudaMemcpyPeerAsync(remote.get(), peer, src.get(), device, probe_bytes, st));
+        });
       }
     }
 

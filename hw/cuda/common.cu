@@ -142,6 +142,27 @@ __global__ void sm_copy_kernel(int4* __restrict__ dst, const int4* __restrict__ 
 
 }  // namespace
 
+void copy_prefer_engine(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+#if CUDART_VERSION >= 12080
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // the source is written earlier in the stream
+  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+  void* dsts[1] = {dst};
+  const void* srcs[1] = {src};
+  std::size_t sizes[1] = {bytes};
+  std::size_t attr_index = 0;
+#if CUDART_VERSION >= 13000
+  CUDA_CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, &attr_index, 1, s));
+#else
+  std::size_t fail_index = 0;
+  CUDA_CHECK(cudaMemcpyBatchAsync(dsts, const_cast<void**>(srcs), sizes, 1, &attr, &attr_index, 1, &fail_index, s));
+#endif
+#else
+  (void)dst, (void)src, (void)bytes, (void)s;
+  throw std::runtime_error("copies that prefer a Copy Engine need cudaMemcpyBatchAsync (CUDA 12.8 or later)");
+#endif
+}
+
 int sm_count(int device) {
   int n = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));

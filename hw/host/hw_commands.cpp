@@ -86,10 +86,13 @@ std::vector<HwCommand> make_commands() {
                "Copy Engine and SM copy time over sizes",
                std::string("usage: epsim-hw bench copy -o FILE.yaml [--device D] [--sizes 4K,...,1G] [--reps 20]\n"
                            "                           [--trials 5] [--kinds ce_local,ce_peer,h2d,d2h,sm_copy]\n"
-                           "                           [--sm-blocks 1,2,4] [--no-verify] [--hardware NAME] [--force]\n"
+                           "                           [--sm-blocks 1,2,4] [--no-verify] [--no-sm-probe] [--hardware NAME]\n"
+                           "                           [--force]\n"
                            "\n"
                            "ce_local: D2D on the GPU; ce_peer: to the first peer-accessible GPU; h2d / d2h: pinned\n"
-                           "host memory; sm_copy: a copy kernel. Output series: copy.\n"
+                           "host memory; sm_copy: a copy kernel. Output series: copy. When the largest size is 4 MiB\n"
+                           "or more, each kind is also probed for SM use: a copy of up to 64 MiB beside a kernel that\n"
+                           "holds every SM (one comment line per kind).\n"
                            "\n"
                            "Options:\n") +
                    kOutputOptions +
@@ -98,31 +101,37 @@ std::vector<HwCommand> make_commands() {
                    "  --reps N, --trials N    copies per gated batch and batches per point (default 20, 5)\n"
                    "  --kinds LIST            which copies (default all five)\n"
                    "  --sm-blocks LIST        sm_copy grids in blocks per SM; the largest is written (default 1,2,4)\n"
-                   "  --no-verify             skip the checksums of the copied data\n" +
+                   "  --no-verify             skip the checksums of the copied data\n"
+                   "  --no-sm-probe           skip the SM probe\n" +
                    kHeaderOptions + kExitStatus,
                {"o", "device", "sizes", "reps", "trials", "kinds", "sm-blocks", "hardware"},
-               {"force", "no-verify"},
+               {"force", "no-verify", "no-sm-probe"},
                {"o"},
                ""});
   c.push_back({"bench contention",
                "grouped GEMM alone and beside a Copy Engine copy loop",
                std::string("usage: epsim-hw bench contention -o FILE.yaml [--device D] [--hidden 6144] [--ffn 2048]\n"
                            "                           [--matrices 3] [--experts 8] [--tokens 16,64,256,1024,4096]\n"
-                           "                           [--copy-bytes 256M] [--impl grouped|loop|best] [--warmup 5]\n"
-                           "                           [--reps 30] [--no-verify] [--hardware NAME] [--force]\n"
+                           "                           [--copy-bytes 256M] [--copy-api memcpy|batch] [--impl grouped|loop|best]\n"
+                           "                           [--warmup 5] [--reps 30] [--no-verify] [--hardware NAME] [--force]\n"
                            "\n"
                            "Output series: gemm_with_copy (GEMM time alone, with the copies, and the copies' rate).\n"
+                           "The loop's copy is first probed for SM use (a kernel holds every SM meanwhile); each row\n"
+                           "says what it found (copy_on_sms), and calibration leaves rows whose copy was a kernel out.\n"
                            "\n"
                            "Options:\n") +
                    kOutputOptions +
                    "  --device D              CUDA device (default 0)\n"
                    "  --hidden, --ffn, --matrices, --experts, --tokens, --impl   the GEMM, as in bench gemm (BF16)\n"
                    "  --copy-bytes SIZE       bytes per copy of the interfering loop (default 256M)\n"
+                   "  --copy-api API          memcpy: cudaMemcpyAsync D2D (within one GPU the driver may run it as a\n"
+                   "                          kernel); batch: cudaMemcpyBatchAsync with the hint to overlap with\n"
+                   "                          compute (CUDA 12.8+), which asks for a Copy Engine (default memcpy)\n"
                    "  --warmup N, --reps N    per point (default 5, 30)\n"
                    "  --no-verify             skip the checksum of the copies' data\n" +
                    kHeaderOptions + kExitStatus,
-               {"o", "device", "hidden", "ffn", "matrices", "experts", "tokens", "copy-bytes", "impl", "warmup", "reps",
-                "hardware"},
+               {"o", "device", "hidden", "ffn", "matrices", "experts", "tokens", "copy-bytes", "copy-api", "impl", "warmup",
+                "reps", "hardware"},
                {"force", "no-verify"},
                {"o"},
                ""});

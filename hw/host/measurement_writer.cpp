@@ -160,6 +160,7 @@ void write_measurements(std::ostream& out, const Measurements& m, const std::vec
       out << "  - {" << shape_fields(p.shape) << ", gemm_us: " << format_number(p.gemm_us)
           << ", gemm_with_copy_us: " << format_number(p.gemm_with_copy_us)
           << ", copy_GBps: " << format_number(p.copy_GBps) << ", copy: " << to_string(p.copy)
+          << (p.copy_on_sms ? (*p.copy_on_sms ? ", copy_on_sms: true" : ", copy_on_sms: false") : "")
           << repetitions_field(p.repetitions) << "}\n";
   }
   if (!m.all_to_all.empty()) {

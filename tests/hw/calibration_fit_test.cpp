@@ -468,3 +468,40 @@ TEST_CASE("EP points with one SM count: the link efficiency takes the rate, sm_G
   for (const auto& w : cal.warnings) warned = warned || w.find("every point has 24 SMs") != std::string::npos;
   CHECK(warned);
 }
+
+TEST_CASE("gemm_with_copy rows whose copy ran on the SMs are left out of the HBM-sharing fit, with a warning") {
+  // The synthetic rows follow HBM sharing with factor 1.6. Two of them are made to say copy_on_sms and
+  // given a slowdown no HBM sharing explains (x5): the factor must still be the truth, from the others.
+  const test::CalibrationTruth truth;
+  Measurements m = load_synthetic(truth, 0.0, "calib-copy-on-sms");
+  REQUIRE(m.gemm_with_copy.size() == 6);
+  const Calibration all = fit_measurements({m}, truth.hw);
+  REQUIRE(all.contention);
+  const int used_before = all.contention->hbm_traffic_factor.points;
+  for (int i : {0, 1}) {
+    m.gemm_with_copy[i].copy_on_sms = true;
+    m.gemm_with_copy[i].gemm_with_copy_us = 5 * m.gemm_with_copy[i].gemm_us;
+  }
+  m.gemm_with_copy[2].copy_on_sms = false;  // probed and found on a Copy Engine: used as before
+  const Calibration some = fit_measurements({m}, truth.hw);
+  REQUIRE(some.contention);
+  check_close(some.contention->hbm_traffic_factor, truth.hbm_traffic_factor, 1e-9);
+  CHECK(some.contention->hbm_traffic_factor.points == used_before - 2);
+  CHECK(some.contention->points_copy_on_sms == 2);
+  const auto warned = [](const Calibration& c, const std::string& text) {
+    for (const auto& w : c.warnings)
+      if (w.find(text) != std::string::npos) return true;
+    return false;
+  };
+  CHECK(warned(some, "gemm_with_copy: 2 rows' copies ran on the SMs"));
+  CHECK(warned(some, "left out of the hbm_traffic_factor fit"));
+
+  // Every row a copy kernel: no fit, the base's factor stays, and the calibration still succeeds.
+  for (auto& p : m.gemm_with_copy) p.copy_on_sms = true;
+  const Calibration none = fit_measurements({m}, truth.hw);
+  CHECK_FALSE(none.contention);
+  CHECK(warned(none, "every row's copy ran on the SMs"));
+  CHECK(warned(none, "hbm_traffic_factor kept from the base"));
+  REQUIRE(none.gemm);  // the other fits are unaffected
+  CHECK(apply_calibration(truth.hw, none).copy_engine.hbm_traffic_factor == truth.hw.copy_engine.hbm_traffic_factor);
+}

@@ -141,6 +141,10 @@ TEST_CASE("what epsim-hw writes, load_measurements reads back: dtype, sources, h
   w.gemm_with_copy_us = 258.3;
   w.copy_GBps = 390.25;
   w.repetitions = 30;
+  m.gemm_with_copy.push_back(w);  // not probed: no copy_on_sms
+  w.copy_on_sms = true;
+  m.gemm_with_copy.push_back(w);
+  w.copy_on_sms = false;
   m.gemm_with_copy.push_back(w);
   CopyPoint c;
   c.kind = CopyKind::ce_peer;
@@ -169,9 +173,12 @@ TEST_CASE("what epsim-hw writes, load_measurements reads back: dtype, sources, h
   CHECK(back.grouped_gemm[0].median_us == 101.5);
   CHECK(back.grouped_gemm[0].source == "epsim-hw suite");  // the header's source
   CHECK(back.grouped_gemm[1].shape.dtype == Dtype::bf16);
-  REQUIRE(back.gemm_with_copy.size() == 1);
+  REQUIRE(back.gemm_with_copy.size() == 3);
   CHECK(back.gemm_with_copy[0].shape.dtype == Dtype::bf16);
   CHECK(back.gemm_with_copy[0].copy_GBps == 390.25);
+  CHECK_FALSE(back.gemm_with_copy[0].copy_on_sms.has_value());
+  CHECK(back.gemm_with_copy[1].copy_on_sms == std::optional<bool>(true));
+  CHECK(back.gemm_with_copy[2].copy_on_sms == std::optional<bool>(false));
   REQUIRE(back.copy.size() == 1);
   CHECK(back.copy[0].published_GBps == 389.5);
   CHECK(back.copy[0].source == "https://example.org/p2p");

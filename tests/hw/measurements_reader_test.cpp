@@ -274,3 +274,21 @@ TEST_CASE("every bundled measurement set in models/measurements loads, each poin
   }
   CHECK(found);
 }
+
+TEST_CASE("a gemm_with_copy row may say whether its copy ran on the SMs, as a yes or no") {
+  const std::string row =
+      "  - {experts: 8, tokens_per_expert: 64, hidden_size: 7168, ffn_size: 2048, matrices: 3, dtype: bf16, "
+      "gemm_us: 180, gemm_with_copy_us: 405, copy_GBps: 1300, copy: ce_local";
+  std::string path;
+  for (const auto& [field, want] : std::vector<std::pair<std::string, std::optional<bool>>>{
+           {"", std::nullopt}, {", copy_on_sms: true", true}, {", copy_on_sms: false", false}}) {
+    CAPTURE(field);
+    REQUIRE(error_of_text("copy-on-sms", one_point("gemm_with_copy", row + field + "}"), &path) == "");
+    const Measurements m = load_measurements(path);
+    REQUIRE(m.gemm_with_copy.size() == 1);
+    CHECK(m.gemm_with_copy[0].copy_on_sms == want);
+  }
+  // Column 186: the value (worked out from the row text above).
+  CHECK(error_of_text("copy-on-sms-word", one_point("gemm_with_copy", row + ", copy_on_sms: sometimes}")) ==
+        ":4:186: gemm_with_copy[0].copy_on_sms: expected true or false, got 'sometimes'");
+}
