@@ -63,7 +63,7 @@ std::string implementation_text(const std::string& impl) {
 
 std::string copy_text(CopyKind kind) {
   switch (kind) {
-    case CopyKind::ce_local: return "Copy Engine local D2D";
+    case CopyKind::ce_local: return "local D2D copy (cudaMemcpyAsync)";
     case CopyKind::ce_peer: return "Copy Engine to a peer (NVLink)";
     case CopyKind::h2d: return "Copy Engine H2D (PCIe)";
     case CopyKind::d2h: return "Copy Engine D2H (PCIe)";
