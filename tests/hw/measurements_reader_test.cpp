@@ -280,8 +280,10 @@ TEST_CASE("a gemm_with_copy row may say whether its copy ran on the SMs, as a ye
       "  - {experts: 8, tokens_per_expert: 64, hidden_size: 7168, ffn_size: 2048, matrices: 3, dtype: bf16, "
       "gemm_us: 180, gemm_with_copy_us: 405, copy_GBps: 1300, copy: ce_local";
   std::string path;
-  for (const auto& [field, want] : std::vector<std::pair<std::string, std::optional<bool>>>{
+  for (const auto& c : std::vector<std::pair<std::string, std::optional<bool>>>{
            {"", std::nullopt}, {", copy_on_sms: true", true}, {", copy_on_sms: false", false}}) {
+    const std::string& field = c.first;  // a reference: clang's C++17 lets no capture name a structured binding
+    const std::optional<bool>& want = c.second;
     CAPTURE(field);
     REQUIRE(error_of_text("copy-on-sms", one_point("gemm_with_copy", row + field + "}"), &path) == "");
     const Measurements m = load_measurements(path);
