@@ -25,6 +25,10 @@ TEST_CASE("SM probe: between the two, or slowed beyond 3 x alone, is unclear") {
   CHECK(judge_copy_sm_probe({34.0, 1000.0, 1966.0}) == CopySmVerdict::unclear);
   // Under half the holder's time but 3.5 x alone: not the free-running Copy Engine either.
   CHECK(judge_copy_sm_probe({100.0, 350.0, 1000.0}) == CopySmVerdict::unclear);
+  // The edges: exactly half the holder's time is no longer "beside" it; exactly 3 x alone still is.
+  CHECK(judge_copy_sm_probe({200.0, 500.0, 1000.0}) == CopySmVerdict::unclear);
+  CHECK(judge_copy_sm_probe({200.0, 499.0, 1000.0}) == CopySmVerdict::no_sms);
+  CHECK(judge_copy_sm_probe({100.0, 300.0, 1000.0}) == CopySmVerdict::no_sms);
 }
 
 TEST_CASE("SM probe: a holder that does not outlast the copy 4 times tells nothing") {
