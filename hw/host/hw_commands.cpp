@@ -30,7 +30,7 @@ std::vector<HwCommand> make_commands() {
                            "                  shapes (hidden 7168 / ffn 2048, hidden 4096 / ffn 1536); FP8 (cuBLASLt)\n"
                            "                  too on devices of compute capability 8.9 or above\n"
                            "  copy            ce_local, ce_peer, h2d, d2h and sm_copy over sizes\n"
-                           "  gemm_with_copy  the GEMM alone and beside a Copy Engine copy loop\n"
+                           "  gemm_with_copy  the GEMM alone and beside a copy loop within the GPU\n"
                            "  all_to_all      NCCL all-to-all over bytes per pair           (2 or more GPUs)\n"
                            "  ep_comm         dispatch (FP8 and BF16) and combine (BF16) of DeepEP-benchmark-shaped\n"
                            "                  traffic as NCCL all-to-all-v: hidden 7168, top-8 of 256 experts,\n"
@@ -109,7 +109,7 @@ std::vector<HwCommand> make_commands() {
                {"o"},
                ""});
   c.push_back({"bench contention",
-               "grouped GEMM alone and beside a Copy Engine copy loop",
+               "grouped GEMM alone and beside a copy loop within the GPU",
                std::string("usage: epsim-hw bench contention -o FILE.yaml [--device D] [--hidden 6144] [--ffn 2048]\n"
                            "                           [--matrices 3] [--experts 8] [--tokens 16,64,256,1024,4096]\n"
                            "                           [--copy-bytes 256M] [--copy-api memcpy|batch] [--impl grouped|loop|best]\n"

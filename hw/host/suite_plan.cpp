@@ -110,7 +110,7 @@ SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
                                                                   "2", "--sm-blocks", "2"}
                                        : std::vector<std::string>{})));
   plan.steps.push_back(
-      step("contention", "GEMM with a Copy Engine copy loop",
+      step("contention", "GEMM beside a copy loop within the GPU",
            with(verify_single, with({"--hidden", "7168", "--ffn", "2048", "--matrices", "3", "--experts", "8",
                                      "--impl", "best"},
                                     quick ? std::vector<std::string>{"--tokens", "64,1024", "--reps", "10"}
