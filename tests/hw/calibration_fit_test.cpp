@@ -5,6 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/calibration/calibration_fit.hpp"
@@ -20,10 +23,11 @@ using namespace epsim;
 namespace {
 
 /// The synthetic set, written and read back as a user's file would be.
-Measurements load_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name) {
+Measurements load_synthetic(const test::CalibrationTruth& truth, double noise, const std::string& name,
+                            int draw = 0) {
   const auto dir = test::scratch_dir(name);
   const std::string path = (dir / "measurements.yaml").string();
-  std::ofstream(path) << test::synthetic_measurements_yaml(truth, noise);
+  std::ofstream(path) << test::synthetic_measurements_yaml(truth, noise, draw);
   return load_measurements(path);
 }
 
@@ -504,4 +508,53 @@ TEST_CASE("gemm_with_copy rows whose copy ran on the SMs are left out of the HBM
   CHECK(warned(none, "hbm_traffic_factor kept from the base"));
   REQUIRE(none.gemm);  // the other fits are unaffected
   CHECK(apply_calibration(truth.hw, none).copy_engine.hbm_traffic_factor == truth.hw.copy_engine.hbm_traffic_factor);
+}
+
+TEST_CASE("the copy, all-to-all, GEMM and contention fits' standard errors are the spread of their values over repeated measurements") {
+  // The synthetic set measured 8 times over, each time with other errors of 0.5%: each value the fits
+  // give scatters by about the standard error they report for one set. A value whose reported error
+  // were off by a factor of 3 either way would tell a user a false precision (or none).
+  const test::CalibrationTruth truth;
+  constexpr int kDraws = 8;
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, double> reported;  // the mean over the draws
+  for (int draw = 1; draw <= kDraws; ++draw) {
+    const Calibration cal =
+        fit_measurements({load_synthetic(truth, 0.005, "calib-spread-" + std::to_string(draw), draw)}, truth.hw);
+    std::vector<std::pair<std::string, const FittedValue*>> fitted;
+    for (const CopyFit& c : cal.copies) {
+      fitted.emplace_back(std::string(to_string(c.kind)) + " alpha_us", &c.alpha_us);
+      fitted.emplace_back(std::string(to_string(c.kind)) + " beta_GBps", &c.beta_GBps);
+    }
+    REQUIRE(cal.all_to_all_intra);
+    fitted.emplace_back("all_to_all latency_us", &cal.all_to_all_intra->latency_us);
+    fitted.emplace_back("all_to_all bw_GBps", &cal.all_to_all_intra->bw_GBps);
+    REQUIRE(cal.gemm);
+    fitted.emplace_back("gemm launch_us", &cal.gemm->launch_us);
+    fitted.emplace_back("gemm hbm_GBps", &cal.gemm->hbm_GBps);
+    for (const EfficiencyFit& e : cal.gemm->efficiency)
+      if (!e.memory_bound) fitted.emplace_back("eta at " + std::to_string(e.padded_rows), &e.efficiency);
+    REQUIRE(cal.contention);
+    fitted.emplace_back("hbm_traffic_factor", &cal.contention->hbm_traffic_factor);
+    for (const auto& f : fitted) {
+      values[f.first].push_back(f.second->value);
+      reported[f.first] += f.second->stderr_ / kDraws;
+    }
+  }
+  CHECK(values.size() >= 12);
+  for (const auto& v : values) {
+    const std::string& name = v.first;
+    REQUIRE(v.second.size() == static_cast<std::size_t>(kDraws));
+    double mean = 0;
+    for (const double x : v.second) mean += x / kDraws;
+    double var = 0;
+    for (const double x : v.second) var += (x - mean) * (x - mean) / (kDraws - 1);
+    const double spread = std::sqrt(var);
+    CAPTURE(name);
+    CAPTURE(mean);
+    CAPTURE(reported[name]);
+    CAPTURE(spread);
+    CHECK(reported[name] > spread / 3);
+    CHECK(reported[name] < spread * 3);
+  }
 }

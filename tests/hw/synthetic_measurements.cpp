@@ -152,8 +152,8 @@ Measurements synthetic_ep_comm(const CalibrationTruth& truth, double noise_scale
   return m;
 }
 
-std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise_scale) {
-  Noise noise(noise_scale);
+std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise_scale, int draw) {
+  Noise noise(noise_scale, draw);
   std::ostringstream y;
   y << "kind: measurements\n"
        "header:\n"

@@ -21,8 +21,9 @@ struct CalibrationTruth {
   CalibrationTruth();
 };
 
-/// A kind: measurements YAML text. `noise` (e.g. 0.003) scales a fixed +-1 pattern of relative errors.
-std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise);
+/// A kind: measurements YAML text. `noise` (e.g. 0.003) scales a fixed +-1 pattern of relative errors
+/// (draw 0), or independent errors of the same size, another set for each other draw.
+std::string synthetic_measurements_yaml(const CalibrationTruth& truth, double noise, int draw = 0);
 
 /// A `gemm` series (GemmCallPoint) timed by the fitted model itself (predict_gemm_call_us on truth.hw):
 /// FP8 and BF16, dense, contiguous and masked layouts, DeepSeek-V3-like shapes. `file` names it.
