@@ -96,6 +96,28 @@ TEST_CASE("trace info: records, steps, micro-batches, layers, tokens and bytes")
                         "tokens: 16 (expert assignments 16)\n") != std::string::npos);
 }
 
+TEST_CASE("trace info: a trace that starts past step 0, fewer micro-batches in a later step, every micro-batch whole") {
+  // Steps 3 and 5; step 3 has micro-batches 0 and 1, step 5 only 0; every micro-batch both layers.
+  const auto dir = epsim::test::scratch_dir("trace_info_later");
+  const std::string c = write_trace(dir, "c.eptrace",
+                                    {{3, 0, 0, {1, 1}}, {3, 0, 1, {2, 0}}, {3, 1, 0, {0, 2}}, {3, 1, 1, {1, 1}},
+                                     {5, 0, 0, {2, 0}}, {5, 0, 1, {0, 2}}});
+  const TraceInfo i = read_trace_info(c);
+  CHECK(i.records == 6);
+  CHECK(i.steps == 2);
+  CHECK(i.first_step == 3);
+  CHECK(i.last_step == 5);
+  CHECK(i.min_micro_batches == 1);  // step 5, after step 3's 2
+  CHECK(i.max_micro_batches == 2);
+  CHECK(i.min_layers == 2);
+  CHECK(i.max_layers == 2);
+  CHECK(i.tokens == 12);  // top-1, 2 tokens a record
+  std::ostringstream text;
+  write_trace_info(c, text);
+  CHECK(text.str().find("steps: 2 (3 to 5)\nmicro-batches per step: 1 to 2\nlayers per micro-batch: 2\n"
+                        "tokens: 12 (expert assignments 12)\n") != std::string::npos);
+}
+
 TEST_CASE("trace merge --by ranks stacks the count matrices, --by steps renumbers the later steps") {
   const auto dir = epsim::test::scratch_dir("trace_merge");
   const std::string a = write_trace(dir, "a.eptrace", kA), b = write_trace(dir, "b.eptrace", kB);
