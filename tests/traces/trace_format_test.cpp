@@ -296,3 +296,25 @@ TEST_CASE("the writer rejects records that contradict the header") {
   r.counts[0] = 3;  // 7 assignments: not a multiple of top_k 2
   CHECK_THROWS_WITH_AS(counts_only.write(r), doctest::Contains("multiple of top_k"), InputError);
 }
+
+TEST_CASE("the writer refuses a record of more than 2^32-1 tokens, the last key again, and a write after close") {
+  const auto dir = epsim::test::scratch_dir("format_writer_edges");
+  const std::string path = (dir / "x.eptrace").string();
+  TraceWriter w(path, small_header(false));
+  TraceRecord big = small_record(0, 0, false);
+  big.counts.assign(6, 1u << 31);  // 6 x 2^31 assignments at top-2: 3 x 2^31 tokens, past the format's 2^32-1
+  CHECK_THROWS_WITH_AS(w.write(big), doctest::Contains("more than 2^32-1 tokens"), InputError);
+  w.write(small_record(0, 0, false));
+  w.write(small_record(0, 1, false));
+  // The same key as the last record: its layer, not only its micro-batch, must have been remembered.
+  CHECK_THROWS_WITH_AS(w.write(small_record(0, 1, false)), doctest::Contains("increasing"), InputError);
+  w.close();
+  w.close();  // a second close writes nothing more
+  CHECK_THROWS_WITH_AS(w.write(small_record(1, 0, false)), doctest::Contains("write after close()"), InputError);
+  TraceReader reader(path);
+  TraceRecord r;
+  int records = 0;
+  while (reader.next(r)) ++records;
+  CHECK(records == 2);
+  CHECK(reader.records_read() == 2);
+}
