@@ -36,6 +36,12 @@ TEST_CASE("round_loads: largest remainder to the nearest multiple of top-k") {
   // the later expert of a tie first.
   CHECK(round_loads({2, 2, 1.5}, 4) == std::vector<std::uint64_t>{2, 1, 1});
   CHECK(round_loads({5.5, 1.5, 1, 0}, 2) == std::vector<std::uint64_t>{6, 1, 1, 0});
+  // 5.4 / 4 -> 4, floors 5: the smallest part is the empty last expert's, which has no unit to give;
+  // the unit comes from the next smallest (expert 3), and no count goes below zero.
+  CHECK(round_loads({1, 1, 1, 1, 1.4, 0}, 4) == std::vector<std::uint64_t>{1, 1, 1, 0, 1, 0});
+  // 11.5 / 8 -> 8, floors 11: three units back from two loads, so the second round starts again at
+  // the smallest part (expert 1, the later of the tie): 5 - 1, 6 - 2.
+  CHECK(round_loads({5.25, 6.25}, 8) == std::vector<std::uint64_t>{4, 4});
   // 40 equal parts (more than a sort puts in order by insertion): 20 / 1 -> 20, to experts 0 to 19.
   std::vector<std::uint64_t> first_half(40, 0);
   for (int e = 0; e < 20; ++e) first_half[static_cast<std::size_t>(e)] = 1;
