@@ -72,6 +72,38 @@ TEST_CASE("sglang-csv: bad rows name the file and line") {
         std::string::npos);
   CHECK(error_of("layer_id,expert_id,count\n3,1,3\n").find("dump_rank0.csv:layer 3: counts sum to 3, not a multiple of --top-k 2") !=
         std::string::npos);
+  // Each count alone a multiple of top-k 2, their sum (2 + 1 + 2 = 5) not: the sum is what is checked.
+  CHECK(error_of("layer_id,expert_id,count\n3,0,2\n3,1,1\n3,2,2\n").find("dump_rank0.csv:layer 3: counts sum to 5, not a multiple of --top-k 2") !=
+        std::string::npos);
   CHECK(error_of("layer,expert,count\n").find("dump_rank0.csv:line 1: the first line must be the header") !=
         std::string::npos);
+}
+
+TEST_CASE("sglang-csv: the rank is the number after the last 'rank' of the name, blank lines are skipped") {
+  const auto dir = epsim::test::scratch_dir("sglang_csv_names");
+  SglangCsvOptions o;
+  o.experts = 2;
+  o.top_k = 1;
+  // "ranking" comes first in both names: the rank is the number after the last "rank".
+  const std::string a = (dir / "ranking_rank1.csv").string(), b = (dir / "ranking_rank0.csv").string();
+  { std::ofstream(a) << "layer_id,expert_id,count\n\n7,0,5\n\n"; }
+  { std::ofstream(b) << "layer_id,expert_id,count\n7,1,3\n"; }
+  const std::string out = (dir / "s.eptrace").string();
+  import_sglang_csv({a, b}, o, out, false);
+  TraceReader reader(out);
+  CHECK(reader.header().rank_assignment == "recorded: one file per source rank, the rank taken from the file name");
+  TraceRecord r;
+  REQUIRE(reader.next(r));
+  CHECK(r.counts == std::vector<std::uint32_t>{0, 3, /**/ 5, 0});  // rank 0 from the second file, rank 1 from the first
+
+  // A name with "rank" and no number after it: the ranks are the order the files were given.
+  const std::string c = (dir / "rank_a.csv").string(), d = (dir / "rank_b.csv").string();
+  { std::ofstream(c) << "layer_id,expert_id,count\n7,0,5\n"; }
+  { std::ofstream(d) << "layer_id,expert_id,count\n7,1,3\n"; }
+  const std::string out2 = (dir / "t.eptrace").string();
+  import_sglang_csv({c, d}, o, out2, false);
+  TraceReader reader2(out2);
+  CHECK(reader2.header().rank_assignment == "recorded: one file per source rank, in the order the files were given");
+  REQUIRE(reader2.next(r));
+  CHECK(r.counts == std::vector<std::uint32_t>{5, 0, /**/ 0, 3});
 }
