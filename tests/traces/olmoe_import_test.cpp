@@ -71,6 +71,31 @@ TEST_CASE("olmoe-counts: same seed same bytes, other seed other bytes, totals R*
   CHECK(records == 3 * 2);
 }
 
+TEST_CASE("olmoe-counts: each micro-batch is its own sample, and --token-ids is stated in the provenance") {
+  // Layer 0 of the fixture has more than top-k experts with counts: three micro-batches of 400
+  // sampled tokens each drawing the same counts would mean one sample repeated, not three.
+  const auto dir = epsim::test::scratch_dir("olmoe_micro_batches");
+  OlmoeImportOptions o;
+  o.ranks = 4;
+  o.tokens_per_rank = 100;
+  o.micro_batches = 3;
+  o.seed = 7;
+  o.token_ids = true;
+  const std::string a = (dir / "a.eptrace").string();
+  import_olmoe_counts(fixture(), o, a, false);
+  TraceReader reader(a);
+  CHECK(reader.header().has_token_ids);
+  CHECK(reader.header().provenance.find("--seed 7 --token-ids") != std::string::npos);
+  std::vector<std::vector<std::uint32_t>> layer0;
+  TraceRecord r;
+  while (reader.next(r))
+    if (r.layer == 0) layer0.push_back(r.counts);
+  REQUIRE(layer0.size() == 3);
+  CHECK(layer0[0] != layer0[1]);
+  CHECK(layer0[1] != layer0[2]);
+  CHECK(layer0[0] != layer0[2]);
+}
+
 TEST_CASE("olmoe-counts: sampled popularity follows the counts") {
   const auto dir = epsim::test::scratch_dir("olmoe_law");
   OlmoeImportOptions o;
