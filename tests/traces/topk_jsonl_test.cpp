@@ -103,6 +103,11 @@ TEST_CASE("topk-jsonl: errors name the file and the line number") {
       {{kHeader, R"({"layer":0,"experts":[0,1],"src_rank":0})", R"({"layer":0,"experts":[0,1]})"},
        "in.jsonl:line 3: \"src_rank\" must be given on every token or on none"},
       {{kHeader, R"({"layer":0,"experts":[0,1],"src_rank":5})"}, "in.jsonl:line 2: src_rank 5"},
+      // The first rank past the end (ranks 0 and 1 with --ranks 2).
+      {{kHeader, R"({"layer":0,"experts":[0,1],"src_rank":2})"}, "in.jsonl:line 2: src_rank 2 is not below the number of ranks 2"},
+      {{R"({"format":"epsim-topk-jsonl","version":1,"num_experts":4,"top_k":2,"layer_ids":[3,1,3]})",
+        R"({"layer":3,"experts":[0,1]})"},
+       "in.jsonl:line 1: \"layer_ids\" repeats an id"},
       {{R"({"format":"other"})"}, "in.jsonl:line 1"},
       {{kHeader}, "no token lines"},
       {{R"({"format":"epsim-topk-jsonl","version":2,"num_experts":4,"top_k":2})"}, "version"},
@@ -168,4 +173,20 @@ TEST_CASE("topk-jsonl: numbers beyond a double and fractions are refused with li
   TraceRecord r;
   REQUIRE(reader.next(r));
   CHECK(r.counts == std::vector<std::uint32_t>{0, 1, 0, 1});
+}
+
+TEST_CASE("topk-jsonl: a line of blanks is skipped, and the header's licence reaches the provenance") {
+  const auto dir = epsim::test::scratch_dir("jsonl_blank_licence");
+  const std::string in = write_lines(
+      dir, {R"({"format":"epsim-topk-jsonl","version":1,"num_experts":4,"top_k":2,"provenance":"a run","licence":"CC-BY-4.0"})",
+            R"({"layer":0,"experts":[0,1]})", " \t ", R"({"layer":0,"experts":[2,3]})"});
+  const std::string out = (dir / "out.eptrace").string();
+  import_topk_jsonl(in, 2, out, false);
+  TraceReader reader(out);
+  CHECK(reader.header().provenance.find("a run") != std::string::npos);
+  CHECK(reader.header().provenance.find("licence: CC-BY-4.0") != std::string::npos);
+  TraceRecord r;
+  REQUIRE(reader.next(r));
+  CHECK(r.token_experts == std::vector<std::uint16_t>{0, 1, 2, 3});  // both tokens, the blank line between
+  CHECK_FALSE(reader.next(r));
 }
