@@ -145,3 +145,59 @@ TEST_CASE("flame-csv: the real encoder batch (2048 tokens, top-6) at R=8") {
   }
   CHECK(records == 8);
 }
+
+TEST_CASE("flame-csv: folder names: a trailing slash, a stray folder, a number written twice, 0th, uneven layers") {
+  const auto dir = epsim::test::scratch_dir("flame_names");
+  const std::string out = (dir / "o.eptrace").string();
+  // "DIR/" names DIR; one micro-batch is said in the singular.
+  import_flame_csv(tiny_batch().string() + "/", 2, out, false);
+  const std::string provenance = TraceReader(out).header().provenance;
+  CHECK(provenance.find("from batch folder 'Encoder_Batch_tiny' (1 micro-batch x 2 layers") != std::string::npos);
+
+  // A folder "Layer_" without a number is not a layer.
+  const fs::path enc = dir / "Encoder_Batch_x";
+  write_csv(enc / "Layer_2" / "a.csv", {"0,0,0.5,0.0,0.0,0.0"});
+  write_csv(enc / "Layer_" / "stray.csv", {"0,0,0.0,0.5,0.0,0.0"});
+  import_flame_csv(enc.string(), 1, out, true);
+  CHECK(TraceReader(out).header().layer_ids == std::vector<std::uint32_t>{2});
+
+  // Layer_3 and Layer_03 are the same layer twice.
+  write_csv(enc / "Layer_02" / "b.csv", {"0,0,0.5,0.0,0.0,0.0"});
+  CHECK_THROWS_WITH_AS(import_flame_csv(enc.string(), 1, out, true), doctest::Contains("two subfolders have the number 2"),
+                       InputError);
+
+  // Decoder folders start at 1st, and every one holds the same layers.
+  const fs::path dec = dir / "Decoder_Batch_x";
+  write_csv(dec / "0th" / "Layer_1" / "a.csv", {"0,0,0.5,0.0,0.0,0.0"});
+  CHECK_THROWS_WITH_AS(import_flame_csv(dec.string(), 1, out, true), doctest::Contains("ordinal folders start at 1st"),
+                       InputError);
+  fs::remove_all(dec / "0th");
+  write_csv(dec / "1st" / "Layer_1" / "a.csv", {"0,0,0.5,0.0,0.0,0.0"});
+  write_csv(dec / "2nd" / "Layer_2" / "a.csv", {"0,0,0.5,0.0,0.0,0.0"});
+  CHECK_THROWS_WITH_AS(import_flame_csv(dec.string(), 1, out, true), doctest::Contains("holds other Layer_N subfolders"),
+                       InputError);
+}
+
+TEST_CASE("flame-csv: equal scores go to the lower expert id first, among many") {
+  // 24 experts with the same score: a sort that breaks ties by chance reorders a run this long.
+  const auto dir = epsim::test::scratch_dir("flame_ties");
+  const fs::path batch = dir / "Encoder_Batch_ties";
+  fs::create_directories(batch / "Layer_0");
+  {
+    std::ofstream csv(batch / "Layer_0" / "t.csv", std::ios::binary);
+    csv << "layer_id,token_id";
+    for (int e = 0; e < 24; ++e) csv << ",expert_" << e;
+    csv << "\n0,0";
+    for (int e = 0; e < 24; ++e) csv << ",0.25";
+    csv << "\n";
+  }
+  const std::string out = (dir / "t.eptrace").string();
+  import_flame_csv(batch.string(), 1, out, false);
+  TraceReader reader(out);
+  CHECK(reader.header().top_k == 24);
+  TraceRecord r;
+  REQUIRE(reader.next(r));
+  std::vector<std::uint16_t> in_order(24);
+  for (int e = 0; e < 24; ++e) in_order[static_cast<std::size_t>(e)] = static_cast<std::uint16_t>(e);
+  CHECK(r.token_experts == in_order);
+}
