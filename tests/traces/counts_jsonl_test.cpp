@@ -192,6 +192,17 @@ TEST_CASE("counts-jsonl: headers of the files must agree, and a file's header ra
       {R"({"format":"epsim-counts-jsonl","version":1,"num_experts":4,"top_k":2,"num_ranks":2,"layer_ids":[7,9],"rank":1,"provenance":"p"})"});
   e = error_of({a, b_layers});
   CHECK(has(e, "header mismatch: layer_ids [7,9], but"));
+  const std::string b_k4 = write_lines(
+      dir, "r1k.jsonl",
+      {R"({"format":"epsim-counts-jsonl","version":1,"num_experts":4,"top_k":4,"num_ranks":2,"layer_ids":[7],"rank":1,"provenance":"p"})"});
+  e = error_of({a, b_k4});
+  CHECK(has(e, "r1k.jsonl:line 1: header mismatch: top_k 4, but"));
+  // A header's rank must be below num_ranks: rank 2 of ranks 0 and 1 is the first one past the end.
+  const std::string b_r2 = write_lines(
+      dir, "r2.jsonl",
+      {R"({"format":"epsim-counts-jsonl","version":1,"num_experts":4,"top_k":2,"num_ranks":2,"layer_ids":[7],"rank":2,"provenance":"p"})"});
+  e = error_of({a, b_r2});
+  CHECK(has(e, "r2.jsonl:line 1: \"rank\" 2 is not below num_ranks = 2"));
   // The same file twice duplicates every line.
   e = error_of({a, a});
   CHECK(has(e, "duplicate line for (step 0, micro_batch 0, layer 7, rank 0)"));
