@@ -209,6 +209,31 @@ TEST_CASE("trace stats per layer: imbalance, hottest experts and drift between s
         std::string::npos);
 }
 
+TEST_CASE("trace stats per layer: three steps, an empty record, and --ep past the experts") {
+  const auto dir = epsim::test::scratch_dir("trace_layer_summary_steps");
+  // Layer 4: [2 2], [4 0], [0 4]; layer 9: [0 0] (no tokens), [1 1], [2 0]; one step each.
+  const std::string t = write_trace(dir, "t.eptrace",
+                                    {{0, 0, 0, {2, 2}}, {0, 0, 1, {0, 0}}, {1, 0, 0, {4, 0}}, {1, 0, 1, {1, 1}},
+                                     {2, 0, 0, {0, 4}}, {2, 0, 1, {2, 0}}});
+  const std::vector<LayerSummary> s = summarize_layers(t, 0, ExpertLayout::contiguous);
+  REQUIRE(s.size() == 2);
+  // Layer 4: shares (.5 .5), (1 0), (0 1): TV .5 then 1 (each step on its own, not added up).
+  CHECK(s[0].drift_pairs == 2);
+  CHECK(s[0].drift_mean == doctest::Approx(0.75));
+  CHECK(s[0].drift_max == doctest::Approx(1.0));
+  CHECK(s[0].hot_mean == doctest::Approx(5.0 / 3));  // hot / mean 1, 2, 2
+  // Layer 9: the empty record counts as a record, not in the means; the drift starts at step 1:
+  // (.5 .5) -> (1 0), TV .5.
+  CHECK(s[1].records == 3);
+  CHECK(s[1].nonempty == 2);
+  CHECK(s[1].hot_mean == doctest::Approx(1.5));  // hot / mean 1, 2
+  CHECK(s[1].drift_pairs == 1);
+  CHECK(s[1].drift_mean == doctest::Approx(0.5));
+  CHECK_THROWS_WITH_AS(summarize_layers(t, 3, ExpertLayout::contiguous),
+                       doctest::Contains("--ep 3 exceeds the trace's 2 experts"), InputError);
+  CHECK(summarize_layers(t, 2, ExpertLayout::contiguous).size() == 2);
+}
+
 TEST_CASE("trace info, merge and slice on the command line") {
   const auto dir = epsim::test::scratch_dir("trace_tools_cli");
   write_trace(dir, "a.eptrace", kA);
