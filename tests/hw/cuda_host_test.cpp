@@ -2,7 +2,10 @@
 // back, plan -> per-GPU tasks, checksum arithmetic and the measured-timeline document. No GPU needed.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -118,6 +121,19 @@ TEST_CASE("a written measurements file is read back by load_measurements: header
   CHECK(format_number(0.1) == "0.1");
   CHECK(format_number(3) == "3");
   CHECK(yaml_quote("a\"b") == "\"a\\\"b\"");
+}
+
+TEST_CASE("measurement numbers are the shortest text that reads back the same; quoted text escapes what YAML must") {
+  // 16 digits are the fewest that give 1/3 back (17 would be 0.33333333333333331).
+  CHECK(format_number(1.0 / 3) == "0.3333333333333333");
+  CHECK(std::strtod(format_number(1.0 / 3).c_str(), nullptr) == 1.0 / 3);
+  CHECK(format_number(0.1 + 0.2) == "0.30000000000000004");
+  // A whole number past 10^15 is written with an exponent, not as 301 digits into a short buffer.
+  CHECK(format_number(1e300) == "1e+300");
+  CHECK(format_number(123456789012345.0) == "123456789012345");
+  CHECK_THROWS_AS(format_number(std::nan("")), std::runtime_error);
+  CHECK(yaml_quote("a\\b") == "\"a\\\\b\"");       // a backslash doubled
+  CHECK(yaml_quote("a\tb\nc") == "\"a\\x09b\\nc\"");  // a tab as \x09, a newline as \n
 }
 
 TEST_CASE("a plan's per-GPU tasks: GEMMs in plan order for both passes, the Copy Engine copies it sends") {
