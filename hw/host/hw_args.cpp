@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 
@@ -89,7 +90,11 @@ std::vector<std::int64_t> HwArgs::integers(const std::string& key, const std::ve
         if (b - a > 100000) throw std::invalid_argument("--" + key + ": range '" + item + "' too long");
         for (std::int64_t v = a; v <= b; ++v) out.push_back(v);
       } else {
-        for (std::int64_t v = a; v <= b; v *= 2) out.push_back(v);
+        // Stops before a doubling that would pass b, or pass the largest 64-bit integer (which wrapped).
+        for (std::int64_t v = a;; v *= 2) {
+          out.push_back(v);
+          if (v > b / 2) break;
+        }
       }
     } else {
       throw std::invalid_argument("--" + key + ": bad item '" + item + "' (N, A:B or A:B:pow2)");
@@ -157,6 +162,7 @@ std::vector<std::int64_t> parse_sizes(const std::string& text) {
     if (mult != 1) digits = item.substr(0, item.size() - 1);
     const std::int64_t v = parse_int("size", digits);
     if (v <= 0) throw std::invalid_argument("size '" + item + "' must be > 0");
+    if (v > INT64_MAX / mult) throw std::invalid_argument("size '" + item + "' is too large");
     out.push_back(v * mult);
   }
   return out;

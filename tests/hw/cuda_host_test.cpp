@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -246,4 +247,20 @@ TEST_CASE("the runner's output is a measured-timeline document in the simulator'
   CHECK(ev["bytes"] == 2048.0);
   CHECK(ev.size() == 7);
   CHECK(ms_to_ps(-1) == 0);
+}
+
+TEST_CASE("epsim-hw lists and sizes too large to hold are refused, not wrapped") {
+  // Doubling up to the largest 64-bit integer: 2^0 .. 2^62 are listed, and the next doubling, which
+  // would pass 2^63, ends the list (before, it wrapped and the list grew without end).
+  const HwArgs a = parse_hw_args({"bench", "--tokens", "1:9223372036854775807:pow2"}, {"tokens"});
+  const std::vector<std::int64_t> all = a.integers("tokens", {}, 1, INT64_MAX);
+  REQUIRE(all.size() == 63);
+  CHECK(all.front() == 1);
+  CHECK(all.back() == (std::int64_t{1} << 62));
+  CHECK_THROWS_WITH_AS(a.integers("tokens", {}, 1, 1 << 20), doctest::Contains("outside [1, 1048576]"),
+                       std::invalid_argument);
+  // 2^33 G is 2^63 bytes: one past the largest; 2^33 - 1 G fits.
+  CHECK_THROWS_WITH_AS(parse_sizes("8589934592G"), doctest::Contains("size '8589934592G' is too large"),
+                       std::invalid_argument);
+  CHECK(parse_sizes("8589934591G") == std::vector<std::int64_t>{(std::int64_t{8589934591}) << 30});
 }
