@@ -124,7 +124,7 @@ TEST_CASE("a written measurements file is read back by load_measurements: header
   CHECK(yaml_quote("a\"b") == "\"a\\\"b\"");
 }
 
-TEST_CASE("measurement numbers are the shortest text that reads back the same; quoted text escapes what YAML must") {
+TEST_CASE("measurement numbers are the shortest text that reads back the same, and quoted text escapes what YAML must") {
   // 16 digits are the fewest that give 1/3 back (17 would be 0.33333333333333331).
   CHECK(format_number(1.0 / 3) == "0.3333333333333333");
   CHECK(std::strtod(format_number(1.0 / 3).c_str(), nullptr) == 1.0 / 3);
