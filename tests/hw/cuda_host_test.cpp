@@ -247,6 +247,8 @@ TEST_CASE("the runner's output is a measured-timeline document in the simulator'
   CHECK(ev["bytes"] == 2048.0);
   CHECK(ev.size() == 7);
   CHECK(ms_to_ps(-1) == 0);
+  // 0.2544586 ms is 254458599.99999997 ps in doubles: the nearest picosecond, not the one below.
+  CHECK(ms_to_ps(0.2544586) == 254458600);
 }
 
 TEST_CASE("epsim-hw lists and sizes too large to hold are refused, not wrapped") {

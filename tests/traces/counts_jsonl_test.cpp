@@ -13,6 +13,7 @@
 #include "tests/cli/run_cli.hpp"
 #include "tests/test_paths.hpp"
 #include "traces/format/trace_reader.hpp"
+#include "traces/format/trace_writer.hpp"
 #include "traces/import/counts_jsonl_export.hpp"
 #include "traces/synth/synthetic_trace.hpp"
 
@@ -263,4 +264,43 @@ TEST_CASE("counts-jsonl: export then import gives back the same records, from on
     CHECK_FALSE(back.next(y));
     CHECK(records == 12);
   }
+}
+
+TEST_CASE("counts-jsonl export: layer ids as the trace names them, each rank's file says its rank, a provenance always") {
+  const auto dir = epsim::test::scratch_dir("counts_jsonl_export_ids");
+  TraceHeader h;
+  h.num_ranks = 2;
+  h.num_experts = 2;
+  h.top_k = 1;
+  h.num_layers = 2;
+  h.layer_ids = {4, 9};
+  h.source_format = "hand";
+  h.provenance = "";  // nothing said: the export names the trace it came from
+  h.rank_assignment = "hand";
+  const std::string trace = (dir / "t.eptrace").string();
+  {
+    TraceWriter w(trace, h);
+    TraceRecord r;
+    r.layer = 1;  // layer id 9
+    r.counts = {1, 0, /**/ 0, 2};
+    w.write(r);
+    w.close();
+  }
+  export_counts_jsonl(trace, (dir / "r{rank}.jsonl").string(), false);
+  std::ifstream in(dir / "r1.jsonl");
+  std::string header, line;
+  REQUIRE(std::getline(in, header));
+  REQUIRE(std::getline(in, line));
+  CHECK(header.find("\"rank\":1") != std::string::npos);
+  CHECK(header.find("\"provenance\":\"exported from " + trace + "\"") != std::string::npos);
+  CHECK(line == R"({"step":0,"micro_batch":0,"layer":9,"rank":1,"counts":[0,2]})");
+  // And it imports back as the same record.
+  import_counts_jsonl({(dir / "r0.jsonl").string(), (dir / "r1.jsonl").string()}, {}, (dir / "b.eptrace").string(),
+                      false);
+  TraceReader back((dir / "b.eptrace").string());
+  CHECK(back.header().layer_ids == std::vector<std::uint32_t>{4, 9});
+  TraceRecord y;
+  REQUIRE(back.next(y));
+  CHECK(y.layer == 1);
+  CHECK(y.counts == std::vector<std::uint32_t>{1, 0, 0, 2});
 }
