@@ -295,6 +295,24 @@ TEST_CASE("the writer rejects records that contradict the header") {
   r = small_record(0, 0, false);
   r.counts[0] = 3;  // 7 assignments: not a multiple of top_k 2
   CHECK_THROWS_WITH_AS(counts_only.write(r), doctest::Contains("multiple of top_k"), InputError);
+  // Expert ids alone, without source ranks, in a trace without token ids.
+  r = small_record(0, 0, false);
+  r.token_experts = {0, 1, 2, 0, 1, 2};
+  CHECK_THROWS_WITH_AS(counts_only.write(r), doctest::Contains("carries token arrays"), InputError);
+
+  // A token's source rank equal to num_ranks (2) is the first one past the end.
+  TraceWriter ids((dir / "w.eptrace").string(), small_header(true));
+  r = small_record(0, 0, true);
+  r.token_src_rank = {0, 0, 2};
+  r.counts = {2, 1, 1, 0, 0, 0};
+  CHECK_THROWS_WITH_AS(ids.write(r), doctest::Contains("token 2 has source rank 2, not below num_ranks 2"),
+                       InputError);
+
+  // A header string past the format's 1 MiB.
+  h = small_header(false);
+  h.provenance = std::string((1u << 20) + 1, 'p');
+  CHECK_THROWS_WITH_AS(TraceWriter((dir / "v.eptrace").string(), h),
+                       doctest::Contains("a header string is 1048577 bytes long"), InputError);
 }
 
 TEST_CASE("the writer refuses a record of more than 2^32-1 tokens, the last key again, and a write after close") {
