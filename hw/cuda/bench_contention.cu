@@ -71,10 +71,7 @@ void measure_contention(const HwArgs& a, Measurements& m, std::vector<std::strin
     };
     // Whether the loop's copy is a kernel decides what the rows measure (copy_on_sms in each row).
     const CopySmProbeTimes probe = probe_copy_sms(device, enqueue_copy, 5);
-    const CopySmVerdict verdict = judge_copy_sm_probe(probe);
-    std::optional<bool> copy_on_sms;
-    if (verdict == CopySmVerdict::needs_sms) copy_on_sms = true;
-    if (verdict == CopySmVerdict::no_sms) copy_on_sms = false;
+    const std::optional<bool> copy_on_sms = copy_on_sms_of(judge_copy_sm_probe(probe));
     comments.push_back(copy_sm_probe_comment("the loop's copy", static_cast<double>(copy_bytes), probe, 5));
     std::printf("%s\n", comments.back().c_str());
     // One copy's time, to size the loop.

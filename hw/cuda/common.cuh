@@ -137,8 +137,9 @@ void verify_pattern_copy(const void* dst, std::uint64_t bytes, std::uint64_t see
 void verify_pattern_copy_host(const void* dst, std::uint64_t bytes, std::uint64_t seed, const std::string& transfer,
                               ExpectedChecksums& expected);
 /// A copy of `bytes` from `src` to `dst` by cudaMemcpyBatchAsync with the hint to overlap with compute
-/// (cudaMemcpyFlagPreferOverlapWithCompute, CUDA 12.8 and later; a hint the driver may ignore): within
-/// one GPU a plain cudaMemcpyAsync runs as a kernel on the SMs, which the SM probe shows. Throws
+/// (cudaMemcpyFlagPreferOverlapWithCompute, CUDA 12.8 and later), the documented way to ask for a
+/// Copy Engine where a plain cudaMemcpyAsync within one GPU runs as a kernel. A hint the driver may
+/// ignore: on the H200 with driver 580 the SM probe found this copy a kernel too. Throws
 /// std::runtime_error when built with an older CUDA.
 void copy_prefer_engine(void* dst, const void* src, std::size_t bytes, cudaStream_t s);
 /// Vectorised SM copy (16 B per thread per iteration, grid = blocks); bytes need not be a multiple of 16.

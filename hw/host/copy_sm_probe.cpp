@@ -22,6 +22,12 @@ const char* to_string(CopySmVerdict v) {
   return "?";
 }
 
+std::optional<bool> copy_on_sms_of(CopySmVerdict v) {
+  if (v == CopySmVerdict::needs_sms) return true;
+  if (v == CopySmVerdict::no_sms) return false;
+  return std::nullopt;
+}
+
 namespace {
 
 std::string one_decimal(double x) {

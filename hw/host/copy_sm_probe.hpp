@@ -8,6 +8,7 @@
 // This file is the CPU side (the verdict and its text), tested without a GPU.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace epsim::hw {
@@ -34,6 +35,10 @@ enum class CopySmVerdict {
 CopySmVerdict judge_copy_sm_probe(const CopySmProbeTimes& t);
 
 const char* to_string(CopySmVerdict v);
+
+/// What a gemm_with_copy row says of its copy: true for a kernel, false for a copy that ran beside the
+/// holder, nothing when the probe could not tell (unclear, inconclusive).
+std::optional<bool> copy_on_sms_of(CopySmVerdict v);
 
 /// One comment line for a measurement file, e.g. "SM probe (ce_local, 67108864 B): 34.1 us beside a
 /// kernel holding every SM for 1966.0 us more (alone 33.9 us): ran beside it, no SM used; medians of 5".

@@ -126,7 +126,8 @@ std::vector<HwCommand> make_commands() {
                    "  --copy-bytes SIZE       bytes per copy of the interfering loop (default 256M)\n"
                    "  --copy-api API          memcpy: cudaMemcpyAsync D2D (within one GPU the driver may run it as a\n"
                    "                          kernel); batch: cudaMemcpyBatchAsync with the hint to overlap with\n"
-                   "                          compute (CUDA 12.8+), which asks for a Copy Engine (default memcpy)\n"
+                   "                          compute (CUDA 12.8+), which asks for a Copy Engine; a hint, ignored\n"
+                   "                          on the H200 with driver 580 (default memcpy)\n"
                    "  --warmup N, --reps N    per point (default 5, 30)\n"
                    "  --no-verify             skip the checksum of the copies' data\n" +
                    kHeaderOptions + kExitStatus,

@@ -37,6 +37,13 @@ TEST_CASE("SM probe: a holder that does not outlast the copy 4 times tells nothi
   CHECK(judge_copy_sm_probe({0.0, 1.0, 2000.0}) == CopySmVerdict::inconclusive);
 }
 
+TEST_CASE("SM probe: a row says copy_on_sms only when the probe could tell") {
+  CHECK(epsim::hw::copy_on_sms_of(CopySmVerdict::needs_sms) == std::optional<bool>(true));
+  CHECK(epsim::hw::copy_on_sms_of(CopySmVerdict::no_sms) == std::optional<bool>(false));
+  CHECK_FALSE(epsim::hw::copy_on_sms_of(CopySmVerdict::unclear).has_value());
+  CHECK_FALSE(epsim::hw::copy_on_sms_of(CopySmVerdict::inconclusive).has_value());
+}
+
 TEST_CASE("SM probe: the comment names the kind, the size, the three times and the verdict") {
   const CopySmProbeTimes t{33.94, 34.06, 1966.04};
   CHECK(epsim::hw::copy_sm_probe_comment("ce_local", 67108864.0, t, 5) ==
