@@ -85,9 +85,16 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   // A following group holds a class per sending GPU, hundreds at wide EP: a class with a leader is
   // found among its leader's followers (those of one sender, a few), by group first. A class
   // without one is among the group's few roots (every class of a group that does not follow).
-  if (leader.group >= 0) {
+  // A group that does not follow has every class a root, a handful: they are scanned in class
+  // order as local's class_of scans them, without reading the group's coupling record (a miss for
+  // each flow's every group at wide EP, and nine groups in ten do not follow).
+  if (!g.follows) {
+    for (std::size_t c = 0; c < g.classes.size(); ++c) {
+      if (same(static_cast<std::int32_t>(c))) return static_cast<std::int32_t>(c);
+    }
+  } else if (leader.group >= 0) {
     for (const FollowerRef& f :
-         coupling_[static_cast<std::size_t>(leader.group)].classes[static_cast<std::size_t>(leader.cls)].followers) {
+         coupling_[static_cast<std::size_t>(leader.group)].followers[static_cast<std::size_t>(leader.cls)]) {
       if (f.group == gi && same(f.index())) return f.index();
     }
   } else {
@@ -99,6 +106,7 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   g.classes.back().mask = mask;
   g.classes.back().cap = cap;
   gc.classes.emplace_back();
+  gc.followers.emplace_back();
   gc.leader_of.emplace_back();
   gc.front_at.push_back(kNoFront);
   gc.clock_at.push_back(queue_.now_ps());
@@ -107,13 +115,15 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
   const std::int32_t cls = static_cast<std::int32_t>(g.classes.size() - 1);
   if (leader.group >= 0) {
     GroupCoupling& lc = coupling_[static_cast<std::size_t>(leader.group)];
-    groups_[static_cast<std::size_t>(leader.group)].leads = true;
-    std::vector<FollowerRef>& followers = lc.classes[static_cast<std::size_t>(leader.cls)].followers;
+    Group& lg = groups_[static_cast<std::size_t>(leader.group)];
+    lg.leads = true;
+    if (leader.cls < kLeadBits) lg.leading |= 1u << leader.cls;
+    std::vector<FollowerRef>& followers = lc.followers[static_cast<std::size_t>(leader.cls)];
     gc.leader_of.back() = LeaderLink{leader, static_cast<std::uint32_t>(followers.size())};
     // Idle until flows join it, when it reads its leader's rate and is marked (class_joined).
     followers.push_back(FollowerRef{gi, ~cls});
-  } else {
-    gc.roots.push_back(cls);
+  } else if (g.follows) {
+    gc.roots.push_back(cls);  // (read by the following groups' lookup alone, above)
   }
   return cls;
 }
@@ -379,7 +389,8 @@ void GroupSharing::coupled_join(Group& g, std::int32_t gi, std::int32_t cls) {
   const Class& c = g.classes[static_cast<std::size_t>(cls)];
   // A leading class that fills again tells its followers its rate at its group's solve, even the
   // rate it had when it emptied: its followers took it as done (release_followers).
-  if (g.leads && c.ends.empty()) gc.classes[static_cast<std::size_t>(cls)].refilled = true;
+  // (A class without followers has nobody to tell: may_lead.)
+  if (g.leads && c.ends.empty() && may_lead(g, cls)) gc.classes[static_cast<std::size_t>(cls)].refilled = true;
   if (!g.follows) return;
   gc.held = false;  // (a flow joins: without room, a full solve)
   fold_clock(g, gc, cls);  // (its end is placed on the clock at now)
@@ -433,7 +444,7 @@ void GroupSharing::mark_in_leader(const GroupCoupling& gc, std::int32_t cls, boo
   const LeaderLink& link = gc.leader_of[static_cast<std::size_t>(cls)];
   if (link.leader.group < 0) return;
   FollowerRef& f =
-      coupling_[static_cast<std::size_t>(link.leader.group)].classes[static_cast<std::size_t>(link.leader.cls)].followers[link.index];
+      coupling_[static_cast<std::size_t>(link.leader.group)].followers[static_cast<std::size_t>(link.leader.cls)][link.index];
   f.cls = active ? cls : ~cls;
 }
 
@@ -459,10 +470,16 @@ void GroupSharing::keep_rates(std::int32_t gi) {
   assert(old_rates_.size() >= g.classes.size());  // (sized as classes are made: coupled_class_of)
   // A class refilled since the last solve keeps the rate it had when it emptied, and its followers
   // took it as done: it is kept as without flows, so that they hear its rate even when it is the same.
-  for (std::size_t c = 0; c < g.classes.size(); ++c) {
+  // Only the classes with followers are read (tell_followers tells those alone).
+  const auto keep = [&](std::size_t c) {
     Coupling& cp = gc.classes[c];
     old_rates_[c] = g.classes[c].ends.empty() || cp.refilled ? -1 : g.classes[c].rate;
     cp.refilled = false;
+  };
+  if (g.classes.size() <= static_cast<std::size_t>(kLeadBits)) {
+    for (std::uint32_t m = g.leading; m != 0; m &= m - 1) keep(static_cast<std::size_t>(__builtin_ctz(m)));
+  } else {
+    for (std::size_t c = 0; c < g.classes.size(); ++c) keep(c);
   }
 }
 
@@ -479,18 +496,25 @@ void GroupSharing::tell_followers(std::int32_t gi) {
     moved_.clear();
     return;
   }
+  if (g.classes.size() <= static_cast<std::size_t>(kLeadBits)) {
+    for (std::uint32_t m = g.leading; m != 0; m &= m - 1) {
+      const std::size_t c = static_cast<std::size_t>(__builtin_ctz(m));
+      tell_class(g, gc, c, old_rates_[c]);
+    }
+    return;
+  }
   for (std::size_t c = 0; c < g.classes.size(); ++c) tell_class(g, gc, c, old_rates_[c]);
 }
 
 void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size_t c, double told) {
-  const Coupling& cp = gc.classes[c];
-  if (cp.followers.empty()) return;
+  const std::vector<FollowerRef>& followers = gc.followers[c];
+  if (followers.empty()) return;
   const Class& k = g.classes[c];
   const double rate = k.ends.empty() ? -1 : k.rate;
   if (rate == told) return;
   // A leader without flows has sent all of theirs: what its followers still carry comes at their pace.
   const double lead = k.ends.empty() ? kInf : k.rate;
-  for (const FollowerRef& f : cp.followers) {
+  for (const FollowerRef& f : followers) {
     // An idle follower (no flows) reads its leader's rate when flows join it (class_joined): at a
     // wide layer's near-uniform exchange, 38% of a moving sender's followers are done with it.
     if (!f.active()) continue;
@@ -526,9 +550,11 @@ void GroupSharing::release_followers(std::int32_t gi) {
   // follower its leader held may still carry bytes its leader has sent, at the older, slower rate;
   // without its leader it takes them at its own pace.
   if (!groups_[static_cast<std::size_t>(gi)].leads) return;
+  const Group& g = groups_[static_cast<std::size_t>(gi)];
   const GroupCoupling& gc = coupling_[static_cast<std::size_t>(gi)];
   for (const std::int32_t c : emptied_) {
-    for (const FollowerRef& f : gc.classes[static_cast<std::size_t>(c)].followers) {
+    if (!may_lead(g, c)) continue;  // (no followers: its record is not read)
+    for (const FollowerRef& f : gc.followers[static_cast<std::size_t>(c)]) {
       if (!f.active()) continue;  // (it reads its leader's state when flows join it: class_joined)
       GroupCoupling& fgc = coupling_[static_cast<std::size_t>(f.group)];
       Coupling& fc = fgc.classes[static_cast<std::size_t>(f.cls)];

@@ -152,7 +152,6 @@ class GroupSharing {
   };
   /// coupled: what a class follows and what follows it, parallel to Group::classes.
   struct Coupling {
-    std::vector<FollowerRef> followers;  ///< classes whose leader it is
     /// Its leader's rate as the leader last told it (bytes per ps); +inf while the leader has no
     /// flows. Kept here so that a solve reads its own group alone. Told while the class has flows;
     /// read from the leader when flows join it (class_joined).
@@ -166,8 +165,10 @@ class GroupSharing {
     /// followers are told its rate after that solve (keep_rates, moved_by), whatever it was before.
     bool refilled = false;
   };
-  // A solve reads the record of each class with flows: 48 bytes, so that four records take three lines.
-  static_assert(sizeof(Coupling) <= 48, "a coupling record stays within 48 bytes");
+  // A solve reads the record of each class with flows: 24 bytes, so that eight records take three
+  // lines. (The classes that follow it are apart, in GroupCoupling::followers: the receivers' classes,
+  // which a solve reads, lead nothing.)
+  static_assert(sizeof(Coupling) <= 24, "a coupling record stays within 24 bytes");
   /// coupled: a group's coupling, apart from Group so that local's groups stay as small as they were.
   struct GroupCoupling {
     // Its flags first, and its per-link arrays last: every solve and event of a following group
@@ -186,6 +187,8 @@ class GroupSharing {
     std::uint32_t cascade_visits = 0; ///< re-solves in the cascade now running
     std::uint32_t cascade_stamp = 0;  ///< the cascade those were counted in
     std::vector<Coupling> classes;    ///< parallel to Group::classes
+    /// Each class's followers: the classes whose leader it is, parallel to Group::classes.
+    std::vector<std::vector<FollowerRef>> followers;
     /// Its classes without a leader (coupled_class_of finds the others through their leader).
     std::vector<std::int32_t> roots;
     /// Each class's leader ({-1, -1} for a root), parallel to classes: read when the class gains
@@ -248,7 +251,16 @@ class GroupSharing {
     /// for the nine groups in ten that do not follow.
     bool follows = false;
     bool leads = false;               ///< coupled: some class of it has followers
+    /// coupled: which of its first kLeadBits classes have followers (bit c for class c). A leading
+    /// group's solve reads the coupling records of these alone: a sending GPU's group leads as soon
+    /// as one of its receivers follows (nearly every sender at EP 1,024, whatever coupled_gpus), and
+    /// reading every class's record before and after each solve cost a miss each.
+    std::uint32_t leading = 0;
   };
+  /// Classes past this index are taken to have followers (Group::leading has a bit for each below).
+  static constexpr std::int32_t kLeadBits = 32;
+  /// Whether class c of the group may have followers: its bit, or an index past the bits.
+  static bool may_lead(const Group& g, std::int32_t c) { return c >= kLeadBits || (g.leading >> c & 1u) != 0; }
   /// Where a link's state is: its group, and its place there.
   struct LinkPlace {
     std::int32_t group = 0;

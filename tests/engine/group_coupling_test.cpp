@@ -169,6 +169,28 @@ TEST_CASE("coupled: a leader that speeds up lifts its follower's cap") {
       });
 }
 
+TEST_CASE("coupled: a sender's class past the first 32 of its group tells its follower too") {
+  // The case above with 40 empty flows from S to X first, each under its own rate cap: each is a
+  // class of S's group (a group keeps a bit for each of its first 32 classes that leads, and reads
+  // every class past them), so f and g share S's 41st. They end as they enter and take nothing: f
+  // still ends at 1,250,000, which needs S's move at 500,000 told to R. Were the 41st class not
+  // read, R would keep f at 0.5 byte/ps and end it at 2,000,000.
+  sender_two_receivers(
+      500'000, 42,
+      [](FlowNetwork& net, EventQueue&, LinkId s, LinkId r, LinkId x, Ends& ends) {
+        for (std::size_t k = 0; k < 40; ++k)
+          net.start_flow({s, x}, 0, 0, static_cast<double>(k + 1), ends.at(2 + k));
+        net.start_flow({s, r}, 1e6, 0, kNoCap, ends.at(0));
+        net.start_flow({s, x}, 250'000, 0, kNoCap, ends.at(1));
+      },
+      [](Mode mode, const Ends& ends, double r_bytes) {
+        CHECK(r_bytes == doctest::Approx(mode == Mode::local ? 500'000 : 250'000));
+        CHECK(ends.ended[1] == 500'000);
+        CHECK(ends.ended[0] == 1'250'000);
+        CHECK(ends.ended[41] == 0);
+      });
+}
+
 TEST_CASE("coupled: a leader's move within the tolerance waits for the follower's next re-solve") {
   // S (1 byte/ps) sends f (1e6 bytes) to R, which follows, and 59 flows to X (100 byte/ps): g, of
   // 100,000 bytes, and 58 of 1e6. Each moves at 1/60 byte/ps at S: g ends at 6,000,000 ps, and S
@@ -472,17 +494,23 @@ TEST_CASE("coupled: a receiver without room whose sender has sent all of a held 
   // all of f at 2,002,000 ps (24,000 + 976,000 bytes), when R has 960,960: f is no longer held, R
   // solves again and gives f and f2 0.5 each, and f's last 39,040 bytes take 78,080 ps: f ends at
   // 2,080,080. (Left at 0.48 until its end, it would end at 2,083,334.) Under exact, f ends with S.
-  for (const Mode mode : {Mode::coupled, Mode::exact}) {
-    INFO(mode_name(mode));
-    TwoSendersAndReceivers n(mode, 1, 1000, 1, 1000);  // S is S1
-    Ends ends(4);
-    n.net.start_flow({n.s1, n.r}, 1e6, 0, kNoCap, ends.at(0));
-    n.net.start_flow({n.s1, n.x}, 1e7, 0, 100 * kBytePerPs_GBps, ends.at(1));
-    n.net.start_flow({n.s1, n.x}, 2'000, 0, 0.04 * kBytePerPs_GBps, ends.at(2));
-    n.net.start_flow({n.s2, n.r}, 1e7, 0, kNoCap, ends.at(3));
-    n.q.run();
-    CHECK(ends.ended[2] == 50'000);
-    CHECK(ends.ended[0] == (mode == Mode::coupled ? 2'080'080 : 2'002'000));
+  // The same with 40 empty flows from S to X first, each under its own cap, which put f's class at
+  // S past the 32 a group keeps a bit for (were its end not read as a leader's, R would keep f held).
+  for (const std::size_t empty : {std::size_t{0}, std::size_t{40}}) {
+    for (const Mode mode : {Mode::coupled, Mode::exact}) {
+      INFO(mode_name(mode) << ", " << empty << " empty flows first");
+      TwoSendersAndReceivers n(mode, 1, 1000, 1, 1000);  // S is S1
+      Ends ends(4 + empty);
+      for (std::size_t k = 0; k < empty; ++k)
+        n.net.start_flow({n.s1, n.x}, 0, 0, 1001.0 + static_cast<double>(k), ends.at(4 + k));
+      n.net.start_flow({n.s1, n.r}, 1e6, 0, kNoCap, ends.at(0));
+      n.net.start_flow({n.s1, n.x}, 1e7, 0, 100 * kBytePerPs_GBps, ends.at(1));
+      n.net.start_flow({n.s1, n.x}, 2'000, 0, 0.04 * kBytePerPs_GBps, ends.at(2));
+      n.net.start_flow({n.s2, n.r}, 1e7, 0, kNoCap, ends.at(3));
+      n.q.run();
+      CHECK(ends.ended[2] == 50'000);
+      CHECK(ends.ended[0] == (mode == Mode::coupled ? 2'080'080 : 2'002'000));
+    }
   }
 }
 
