@@ -82,8 +82,15 @@ SuitePlan suite_plan(const HwArgs& suite, int gpus, bool fp8) {
     std::string ffn;
     std::string experts;
   };
-  std::vector<Shape> shapes = quick ? std::vector<Shape>{{"7168", "2048", "8"}}
-                                    : std::vector<Shape>{{"7168", "2048", "1,8,32"}, {"4096", "1536", "8,32"}};
+  // (Pushed one by one: GCC 12 took a string of the braced lists this was built from in a conditional
+  // for "maybe uninitialized", a false warning of its inlining.)
+  std::vector<Shape> shapes;
+  if (quick) {
+    shapes.push_back({"7168", "2048", "8"});
+  } else {
+    shapes.push_back({"7168", "2048", "1,8,32"});
+    shapes.push_back({"4096", "1536", "8,32"});
+  }
   for (const auto& [hidden, ffn] : parse_expert_shapes(suite.text("shapes", "")))
     shapes.push_back({std::to_string(hidden), std::to_string(ffn), quick ? "8" : "1,8,32"});
   const std::vector<std::string> gemm_grid =
