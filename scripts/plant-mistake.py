@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Plants one mistake in epsim's code and says whether any test notices it.
 
-    scripts/plant-mistake.py FILE OLD NEW [--filter PATTERN] [--build DIR]
+    scripts/plant-mistake.py FILE OLD NEW [--filter PATTERN | --ctest REGEX] [--build DIR]
 
 Replaces OLD (which must occur exactly once in FILE) by NEW, builds `epsim` and the doctest suite in
 the build folder (default: build), runs the suite (or the test cases matching PATTERN, doctest's
---test-case syntax) and prints the test cases that failed. FILE is put back as it was and the build
+--test-case syntax) and prints the test cases that failed. With --ctest it runs the CTest tests whose
+names match REGEX instead (`ctest -R`), which reaches the Python suites too: the recorder's
+(`record\.`) and the plotting scripts' (`plot\.`). FILE is put back as it was and the build
 folder rebuilt from it, whatever happens, Ctrl-C included.
 
 Exit status: 0 when a test noticed the mistake (a failed check or a crash), 1 when every test passed,
@@ -36,14 +38,43 @@ def failed_cases(output: str) -> list:
     return names
 
 
+def ctest_verdict(build_dir: str, regex: str) -> int:
+    """Runs the CTest tests matching `regex` and prints those that failed; 0 when one did, 1 when
+    all passed, 2 when none matched or every one was skipped (a suite without its interpreter or
+    PyTorch notices nothing)."""
+    run = subprocess.run(["ctest", "--test-dir", build_dir, "-R", regex, "--output-on-failure"],
+                         capture_output=True, text=True)
+    out = run.stdout + run.stderr
+    if "No tests were found" in out:
+        print(f"plant-mistake: no CTest test matches '{regex}'", file=sys.stderr)
+        return 2
+    failed = re.findall(r"^\s*\d+ - (.+?) \((?:Failed|SEGFAULT|Subprocess aborted|Timeout|Exception|Child aborted)\)",
+                        out, flags=re.M)
+    ran = re.search(r"tests passed, (\d+) tests failed out of (\d+)", out)
+    skipped = len(re.findall(r"\*\*\*Skipped", out))
+    if ran and skipped == int(ran.group(2)):
+        print("plant-mistake: every test matched was skipped", file=sys.stderr)
+        return 2
+    if run.returncode == 0:
+        print(f"not noticed: every test passed ({ran.group(2) if ran else '?'} CTest tests, {skipped} skipped)")
+        return 1
+    print(f"noticed: {len(failed)} failed CTest tests")
+    for name in failed:
+        print("  " + name)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file")
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--filter", help="run only the test cases matching this (doctest --test-case)")
+    parser.add_argument("--ctest", metavar="REGEX", help="run the CTest tests matching this instead (ctest -R)")
     parser.add_argument("--build", default="build", help="the build folder (default: build)")
     args = parser.parse_args()
+    if args.filter and args.ctest:
+        parser.error("--filter and --ctest choose between two runners: give one")
 
     path = Path(args.file)
     text = path.read_text()
@@ -60,6 +91,8 @@ def main() -> int:
         if built.returncode != 0:
             print("plant-mistake: the mistake does not build:\n" + built.stdout[-3000:], file=sys.stderr)
             return 2
+        if args.ctest:
+            return ctest_verdict(args.build, args.ctest)
         command = [str(Path(args.build) / "tests" / "epsim_tests"), "--no-intro"]
         if args.filter:
             command.append("--test-case=" + args.filter)

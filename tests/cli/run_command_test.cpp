@@ -85,6 +85,35 @@ TEST_CASE("timeline_records: N puts the first N records in the timeline, and no 
   }
 }
 
+TEST_CASE("--max-records and --timeline-records replace the experiment's, 0 included") {
+  // The experiment asks for 3 records and draws 2 of them; the sample trace holds 16 records. On the
+  // command line 0 means every record, and no record drawn.
+  const fs::path dir = scratch_dir("run_record_overrides");
+  write_file(dir / "exp.yaml", experiment_yaml() + "timeline_records: 2\n");
+  struct Case {
+    const char* options;
+    std::size_t rows;   // metrics.csv's rows, its header left out
+    int drawn;          // records named in timeline.json
+  };
+  for (const Case& c : {Case{"--max-records 0 --timeline-records 0", 16, 0}, Case{"--max-records 5 --timeline-records 1", 5, 1},
+                        Case{"", 3, 2}}) {
+    CAPTURE(c.options);
+    fs::remove_all(dir / "out");
+    const CliResult r = run_epsim(std::string("run exp.yaml -q ") + c.options, dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(csv_rows(read_file(dir / "out/metrics.csv")).size() == 1 + c.rows);
+    const std::string timeline = read_file(dir / "out/timeline.json");
+    std::set<std::string> named;
+    const std::string key = "\"layer\":\"";
+    for (std::size_t at = timeline.find(key); at != std::string::npos; at = timeline.find(key, at + 1)) {
+      const std::size_t begin = at + key.size();
+      named.insert(timeline.substr(begin, timeline.find('"', begin) - begin));
+    }
+    CHECK(named.size() == static_cast<std::size_t>(c.drawn));
+  }
+}
+
 TEST_CASE("the run summary names the bandwidth sharing that produced it") {
   const fs::path dir = scratch_dir("run_sharing_named");
   write_file(dir / "exp.yaml", experiment_yaml());

@@ -128,8 +128,33 @@ class AdapterTest(unittest.TestCase):
                 model(torch.randn(1, 3, 8))
             recorder.abort()
 
+    def test_bf16_router_logits_choose_as_the_block_does(self):
+        # transformers 4.x takes the softmax in float32; in bfloat16 its rounding ties and reorders
+        # probabilities, and 7 of these 256 tokens would get another set of 8 experts.
+        torch.manual_seed(11)
+        model = stand_ins.mixtral_v4(hidden=16, num_experts=64, top_k=8, layers=1).to(torch.bfloat16)
+        router = next(model.routers())
+        with tempfile.TemporaryDirectory() as out:
+            recorder = Recorder(model, out, provenance="stand-in")
+            model(torch.randn(1, 256, 16).to(torch.bfloat16))
+            _, lines = support.read_lines(recorder.close()[0])
+        self.assertEqual(lines, {(0, 0, 0, 0): support.direct_counts(router.chosen, 64)})
+
+    def test_tuple_output_too_short_for_the_index_is_named(self):
+        model = stand_ins.mixtral_v5(hidden=8, num_experts=4, top_k=2, layers=1)
+        adapter = TopKOutput(stand_ins.MixtralTopKRouter, index=3)   # the router returns 3 items
+        with tempfile.TemporaryDirectory() as out:
+            recorder = Recorder(model, out, adapter=adapter, provenance="x")
+            with self.assertRaisesRegex(TypeError, "expected the router to return a tuple with at "
+                                                   "least 4 items"):
+                model(torch.randn(1, 3, 8))
+            recorder.abort()
+
     def test_layer_id_from_name(self):
         self.assertEqual(layer_id_from_name("model.layers.17.mlp.gate"), 17)
+        # The innermost index: a router of decoder layer 7 inside an encoder's block 1.
+        self.assertEqual(layer_id_from_name("encoder.blocks.1.decoder.layers.7.mlp.gate"), 7)
+        self.assertIsNone(layer_id_from_name("model.layers.12x.gate"))
         self.assertEqual(layer_id_from_name("decoder.layers.3.mlp.router"), 3)
         self.assertEqual(layer_id_from_name("transformer.h.2.moe"), 2)
         self.assertIsNone(layer_id_from_name("model.gate"))
@@ -141,6 +166,9 @@ class AdapterTest(unittest.TestCase):
         m.moe = stand_ins.MixtralSparseMoeBlock(4, 4, 2)
         m.moe.layer_idx = 7
         self.assertEqual(find_sites(m, "hf-mixtral")[0].layer_id, 7)
+        m.moe.layer_idx = True   # a flag, not a layer number
+        with self.assertRaisesRegex(ValueError, "cannot tell which layer"):
+            find_sites(m, "hf-mixtral")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,55 @@ class RecorderCountsTest(unittest.TestCase):
         recorder.abort()
         self.assertEqual(os.listdir(self.out), [])
 
+    def test_the_same_micro_batch_cannot_end_twice(self):
+        # Ending step 0, micro-batch 2 again would write its line twice: refused as out of order.
+        model = hand_checked_model()
+        recorder = Recorder(model, self.out, provenance="x")
+        with recorder.record(step=0, micro_batch=2):
+            model(torch.tensor([[A]]))
+        with self.assertRaisesRegex(ValueError, "step 0, micro-batch 2 of rank 0 comes after step 0, "
+                                                "micro-batch 2: \\(step, micro-batch\\) must increase"):
+            with recorder.record(step=0, micro_batch=2):
+                model(torch.tensor([[B]]))
+        recorder.abort()
+        self.assertEqual(os.listdir(self.out), [])
+
+    def test_ranks_out_of_range_are_refused(self):
+        model = hand_checked_model()
+        with self.assertRaisesRegex(ValueError, r"rank 2 is not in \[0, num_ranks = 2\)"):
+            Recorder(model, self.out, provenance="x", rank=2, num_ranks=2)
+        recorder = Recorder(model, self.out, provenance="x", num_ranks=2)
+        with self.assertRaisesRegex(ValueError, r"source rank 2 is not in \[0, num_ranks = 2\)"):
+            with recorder.source_rank(2):
+                pass
+        recorder.abort()
+        self.assertEqual(os.listdir(self.out), [])
+
+    def test_record_counts_the_block_as_the_rank_given(self):
+        model = hand_checked_model()
+        recorder = Recorder(model, self.out, provenance="x", num_ranks=2)
+        with recorder.record(step=3, micro_batch=1, rank=1):
+            model(torch.tensor([[A, B]]))
+        paths = recorder.close()
+        self.assertEqual([os.path.basename(p) for p in paths], ["counts-rank00001.jsonl"])
+        _, lines = support.read_lines(paths[0])
+        self.assertEqual(lines, {(3, 1, 0, 1): [1, 1, 1, 1]})
+
+    def test_repeats_are_named_when_first_skipped_and_counted_at_close(self):
+        model = hand_checked_model()
+        recorder = Recorder(model, self.out, provenance="x")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model(torch.tensor([[A]]))
+            model(torch.tensor([[B]]))
+            self.assertEqual(len(caught), 1)
+            self.assertIn("ran again in step 0, micro-batch 0: repeated router calls are not counted",
+                          str(caught[0].message))
+            model(torch.tensor([[C]]))   # a second repeat: no second warning now
+            self.assertEqual(len(caught), 1)
+            recorder.close()
+        self.assertEqual([str(w.message) for w in caught[1:]], ["2 repeated router calls were not counted"])
+
     def test_repeated_router_calls(self):
         for policy, expected in (("first", [1, 1, 0, 0]), ("sum", [1, 1, 1, 1])):
             with self.subTest(policy=policy), tempfile.TemporaryDirectory() as out:
@@ -202,6 +251,17 @@ class RecorderFilesTest(unittest.TestCase):
             self.assertEqual(f.read(), "mine\n")
         self.assertEqual(os.listdir(self.out), ["counts-rank00000.jsonl"])
 
+    def test_every_rank_file_is_checked_before_recording(self):
+        # Ranks 0 and 1 recorded in one process (rank not given, no torch.distributed): rank 1's file
+        # is the user's, refused at once, not after a run.
+        path = os.path.join(self.out, "counts-rank00001.jsonl")
+        with open(path, "w") as f:
+            f.write("mine\n")
+        with self.assertRaisesRegex(FileExistsError, "counts-rank00001.jsonl: already exists"):
+            Recorder(hand_checked_model(), self.out, provenance="x", num_ranks=2)
+        with open(path) as f:
+            self.assertEqual(f.read(), "mine\n")
+
     def test_one_refused_file_does_not_keep_the_others_back(self):
         model = hand_checked_model()
         recorder = Recorder(model, self.out, provenance="x", num_ranks=2)
@@ -238,6 +298,38 @@ class RecorderFilesTest(unittest.TestCase):
             writer.write(0, 1, 5, [1, 1, 0])
         writer.abort()
         self.assertEqual(os.listdir(self.out), [])
+
+    def test_writer_refuses_headers_and_counts_out_of_range(self):
+        def writer(**changes):
+            fields = dict(num_experts=3, top_k=2, num_ranks=2, layer_ids=[4, 6], rank=1, provenance="x")
+            fields.update(changes)
+            return CountsFileWriter(os.path.join(self.out, "c.jsonl"), **fields)
+        for changes, message in (
+                (dict(num_experts=0, top_k=1), r"num_experts must be in \[1, 65536\], got 0"),
+                (dict(top_k=4), r"top_k must be in \[1, 3\], got 4"),
+                (dict(num_ranks=2, rank=2), r"rank must be in \[0, 1\], got 2"),
+                (dict(layer_ids=[4, 6, 4]), r"layer_ids must be distinct, got \[4, 6, 4\]")):
+            with self.subTest(changes=changes), self.assertRaisesRegex(ValueError, message):
+                writer(**changes)
+        self.assertEqual(os.listdir(self.out), [])
+        w = writer()
+        # Sums that are multiples of top_k, so that only the count itself is wrong.
+        for counts in ([-1, 1, 2], [True, 1, 0], [1.0, 1, 0]):
+            with self.subTest(counts=counts), \
+                    self.assertRaisesRegex(ValueError, "counts must be non-negative integers"):
+                w.write(0, 0, 4, counts)
+        w.abort()
+        self.assertEqual(os.listdir(self.out), [])
+
+    def test_writer_refuses_a_dangling_link_at_its_path(self):
+        # A symbolic link whose target does not exist is still something the user has at that name.
+        path = os.path.join(self.out, "c.jsonl")
+        os.symlink(os.path.join(self.out, "nowhere"), path)
+        with self.assertRaisesRegex(FileExistsError, "c.jsonl: already exists"):
+            CountsFileWriter(path, num_experts=3, top_k=2, num_ranks=1, layer_ids=[0], rank=0,
+                             provenance="x")
+        self.assertEqual(os.listdir(self.out), ["c.jsonl"])
+        self.assertTrue(os.path.islink(path))
 
     def test_header_needs_provenance(self):
         with self.assertRaisesRegex(ValueError, "provenance must be a non-empty string"):
