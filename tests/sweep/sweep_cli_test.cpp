@@ -111,6 +111,59 @@ TEST_CASE("epsim sweep: ranks of a launcher (mpirun -n 2 and 3) started together
   CHECK(folder_files(dir / "one") == folder_files(dir / "mpi"));
 }
 
+TEST_CASE("epsim sweep: a launcher's variables that name no sharding run the whole sweep in one process") {
+  // One rank of one (mpirun -n 1), or a rank past its world's size: no sharding to take from them.
+  const fs::path dir = scratch_dir("sweep_cli_no_launcher");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  REQUIRE(run_epsim("sweep s.yaml -o one -j 1", dir).status == 0);
+  int k = 0;
+  for (const char* env : {"OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=0", "PMI_SIZE=1 PMI_RANK=0",
+                          "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=2"}) {
+    CAPTURE(env);
+    const std::string out = "out" + std::to_string(k++);
+    const CliResult r = run_shell(std::string(env) + " $EPSIM sweep s.yaml -j 1 -o " + out, dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("2 points x 1 balancers; 0 found in " + out + ", 2 computed") != std::string::npos);
+    CHECK(r.out.find("finished the set") == std::string::npos);
+    CHECK(folder_files(dir / "one") == folder_files(dir / out));
+  }
+}
+
+TEST_CASE("epsim sweep: its command line refuses what it cannot honour, with one line and exit 2") {
+  const fs::path dir = scratch_dir("sweep_cli_refused");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  REQUIRE(run_epsim("sweep s.yaml -o done -j 1 -q", dir).status == 0);
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  for (const Case& c : {Case{"sweep s.yaml -o a --shard 1x/4", "--shard 1x/4: expected i/n with integers 0 <= i < n"},
+                        Case{"sweep s.yaml -o a --shard a/4", "--shard a/4: expected i/n with integers 0 <= i < n"},
+                        Case{"sweep s.yaml -o a --shard +1/4", "--shard +1/4: expected i/n with integers 0 <= i < n"},
+                        Case{"sweep --join done --restart", "--join takes output folders only"},
+                        Case{"sweep --join done --set gpu.sms=100", "--join takes output folders only"},
+                        Case{"sweep s.yaml s.yaml -o a", "expected one SWEEP.yaml, got 2 arguments (output folders go with --join)"},
+                        Case{"sweep s.yaml", "no output folder: give -o OUTDIR or `output:` in the sweep file"}}) {
+    CAPTURE(c.args);
+    const CliResult r = run_epsim(c.args, dir);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(c.message) != std::string::npos);
+    CHECK(r.out.empty());
+    CHECK_FALSE(fs::exists(dir / "a"));
+  }
+}
+
+TEST_CASE("epsim sweep -q prints nothing, --progress included") {
+  const fs::path dir = scratch_dir("sweep_cli_quiet");
+  write_file(dir / "s.yaml", sweep_yaml(kGrid));
+  const CliResult r = run_epsim("sweep s.yaml -o out -j 1 -q --progress", dir);
+  CHECK(r.status == 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.empty());
+  CHECK(fs::exists(dir / "out/results.csv"));
+}
+
 TEST_CASE("epsim sweep: summary.md names the bandwidth sharing each point ran with") {
   const fs::path dir = scratch_dir("sweep_cli_sharing");
   write_file(dir / "s.yaml", sweep_yaml(kGrid));
