@@ -7,7 +7,7 @@ Replaces OLD (which must occur exactly once in FILE) by NEW, builds `epsim` and 
 the build folder (default: build), runs the suite (or the test cases matching PATTERN, doctest's
 --test-case syntax) and prints the test cases that failed. With --ctest it runs the CTest tests whose
 names match REGEX instead (`ctest -R`), which reaches the Python suites too: the recorder's
-(`record\.`) and the plotting scripts' (`plot\.`). FILE is put back as it was and the build
+(`record\.`) and the plotting scripts' (`plots\.`). FILE is put back as it was and the build
 folder rebuilt from it, whatever happens, Ctrl-C included.
 
 Exit status: 0 when a test noticed the mistake (a failed check or a crash), 1 when every test passed,

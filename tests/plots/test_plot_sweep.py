@@ -99,6 +99,65 @@ class ReadingTest(unittest.TestCase):
         self.assertEqual(self.m.axis_values(["h800", "b200", "h800"]), (["h800", "b200"], {"h800": 0, "b200": 1}, False))
 
 
+    def test_a_span_of_exactly_four_is_log(self):
+        self.assertEqual(self.m.axis_values(["8", "32"])[2], True)
+        self.assertEqual(self.m.axis_values(["8", "31"])[2], False)
+
+    def test_baseline_is_found_after_a_balancer_below_one(self):
+        rows = [{"balancer": "feplb", "mean_vs_baseline": "0.9"},
+                {"balancer": "static_ep", "mean_vs_baseline": "1"},
+                {"balancer": "feplb", "mean_vs_baseline": "0.8"},
+                {"balancer": "static_ep", "mean_vs_baseline": "1"}]
+        self.assertEqual(self.m.baseline_of(rows), "static_ep")
+
+    def test_x_is_the_first_preferred_key_then_the_first_varied_one(self):
+        self.assertEqual(self.m.choose_x(["trace.seed", "ep_degree"], None, ["ep_degree"]), "ep_degree")
+        self.assertEqual(self.m.choose_x(["trace.seed", "gpu.sms"], None, ["ep_degree"]), "trace.seed")
+        self.assertEqual(self.m.choose_x([], None, ["ep_degree"]), "point")
+        self.assertEqual(self.m.choose_x(["ep_degree"], "gpu.sms", ["ep_degree"]), "gpu.sms")
+
+    def test_jsonl_blank_lines_and_nulls(self):
+        with open(os.path.join(FIXTURES, "results.jsonl"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        # A blank line between rows is skipped, and a null reads as an empty cell, as in results.csv.
+        lines[1] = lines[1].replace('"not_served":""', '"not_served":null')
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "results.jsonl")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(lines[0] + "\n\n" + "\n".join(lines[1:]) + "\n")
+            rows, keys = self.m.read_table(path)
+        self.assertEqual(keys, ["ep_degree"])
+        self.assertEqual(len(rows), 12)
+        self.assertEqual(rows[1]["not_served"], "")
+
+    def fixture_lines(self):
+        with open(os.path.join(FIXTURES, "results.csv"), encoding="utf-8") as f:
+            return f.read().splitlines()
+
+    def test_a_mean_that_is_not_a_finite_number_names_its_line(self):
+        # Row 3 of the table is line 4 of the file (the header is line 1).
+        for bad in ("abc", "inf", "nan"):
+            with self.subTest(bad=bad), tempfile.TemporaryDirectory() as tmp:
+                lines = self.fixture_lines()
+                cells = lines[3].split(",")
+                cells[7] = bad   # the mean
+                lines[3] = ",".join(cells)
+                path = os.path.join(tmp, "results.csv")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+                with self.assertRaisesRegex(self.m.TableError,
+                                            f"^{path}:4: column 'mean' is '{bad}', not a number$"):
+                    self.m.read_table(path)
+
+    def test_a_table_without_rows_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "results.csv")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(self.fixture_lines()[0] + "\n")
+            with self.assertRaisesRegex(self.m.TableError, f"^{path}: no rows$"):
+                self.m.read_table(path)
+
+
 class ErrorTest(unittest.TestCase):
     """Errors come as one line and exit status 2, with or without matplotlib."""
 
