@@ -51,6 +51,28 @@ class ComparisonErrorTest(unittest.TestCase):
                               "(not a comparison.csv of epsim compare)"])
             self.assertEqual(os.listdir(out), [])
 
+    def test_a_table_without_rows_or_without_a_served_row_is_refused(self):
+        # A header alone, and a table whose every row says why its balancer could not serve.
+        with open(os.path.join(FIXTURES, "comparison.csv"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        header = lines[0].split(",")
+        column = header.index("not_served")
+        unserved = []
+        for line in lines[1:]:
+            cells = line.split(",")
+            cells[column] = "cannot serve"
+            unserved.append(",".join(cells))
+        for body, message in (([], "no rows"), (unserved, "no row was served (see the not_served column)")):
+            with self.subTest(message=message), tempfile.TemporaryDirectory() as out:
+                path = os.path.join(out, "comparison.csv")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("\n".join([lines[0]] + body) + "\n")
+                png = os.path.join(out, "c.png")
+                result = run_script(SCRIPT, [path, "-o", png])
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(result.stderr.strip(), f"plot_comparison.py: error: {path}: {message}")
+                self.assertFalse(os.path.exists(png))
+
     def test_a_missing_file_is_named(self):
         path = os.path.join(FIXTURES, "no-such-comparison.csv")
         result = run_script(SCRIPT, [path])
