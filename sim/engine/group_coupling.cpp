@@ -82,16 +82,13 @@ std::int32_t GroupSharing::coupled_class_of(std::int32_t gi, std::uint32_t mask,
     const Class& k = g.classes[static_cast<std::size_t>(c)];
     return k.mask == mask && k.cap == cap;
   };
-  // A following group holds a class per sending GPU, hundreds at wide EP: a class with a leader is
-  // found among its leader's followers (those of one sender, a few), by group first. A class
-  // without one is among the group's few roots (every class of a group that does not follow).
-  // A group that does not follow has every class a root, a handful: they are scanned in class
-  // order as local's class_of scans them, without reading the group's coupling record (a miss for
-  // each flow's every group at wide EP, and nine groups in ten do not follow).
+  // A group that does not follow holds a handful of classes, none with a leader: found as local
+  // finds them, without reading the group's coupling record (a miss for each flow's every group at
+  // wide EP, and nine groups in ten do not follow). A following group holds a class per sending
+  // GPU, hundreds at wide EP: a class with a leader is found among its leader's followers (those of
+  // one sender, a few), by group first; one without, among the group's few roots.
   if (!g.follows) {
-    for (std::size_t c = 0; c < g.classes.size(); ++c) {
-      if (same(static_cast<std::int32_t>(c))) return static_cast<std::int32_t>(c);
-    }
+    if (const std::int32_t found = find_class(g, mask, cap); found >= 0) return found;
   } else if (leader.group >= 0) {
     for (const FollowerRef& f :
          coupling_[static_cast<std::size_t>(leader.group)].followers[static_cast<std::size_t>(leader.cls)]) {
@@ -471,16 +468,11 @@ void GroupSharing::keep_rates(std::int32_t gi) {
   // A class refilled since the last solve keeps the rate it had when it emptied, and its followers
   // took it as done: it is kept as without flows, so that they hear its rate even when it is the same.
   // Only the classes with followers are read (tell_followers tells those alone).
-  const auto keep = [&](std::size_t c) {
+  for_each_leading(g, [&](std::size_t c) {
     Coupling& cp = gc.classes[c];
     old_rates_[c] = g.classes[c].ends.empty() || cp.refilled ? -1 : g.classes[c].rate;
     cp.refilled = false;
-  };
-  if (g.classes.size() <= static_cast<std::size_t>(kLeadBits)) {
-    for (std::uint32_t m = g.leading; m != 0; m &= m - 1) keep(static_cast<std::size_t>(__builtin_ctz(m)));
-  } else {
-    for (std::size_t c = 0; c < g.classes.size(); ++c) keep(c);
-  }
+  });
 }
 
 void GroupSharing::tell_followers(std::int32_t gi) {
@@ -496,14 +488,7 @@ void GroupSharing::tell_followers(std::int32_t gi) {
     moved_.clear();
     return;
   }
-  if (g.classes.size() <= static_cast<std::size_t>(kLeadBits)) {
-    for (std::uint32_t m = g.leading; m != 0; m &= m - 1) {
-      const std::size_t c = static_cast<std::size_t>(__builtin_ctz(m));
-      tell_class(g, gc, c, old_rates_[c]);
-    }
-    return;
-  }
-  for (std::size_t c = 0; c < g.classes.size(); ++c) tell_class(g, gc, c, old_rates_[c]);
+  for_each_leading(g, [&](std::size_t c) { tell_class(g, gc, c, old_rates_[c]); });
 }
 
 void GroupSharing::tell_class(const Group& g, const GroupCoupling& gc, std::size_t c, double told) {

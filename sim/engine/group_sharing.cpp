@@ -63,10 +63,7 @@ void GroupSharing::add_link(double capacity_GBps, int group) {
 }
 
 std::int32_t GroupSharing::class_of(Group& group, std::uint32_t mask, double cap) {
-  for (std::size_t c = 0; c < group.classes.size(); ++c) {
-    const Class& k = group.classes[c];
-    if (k.mask == mask && (k.cap == cap)) return static_cast<std::int32_t>(c);
-  }
+  if (const std::int32_t found = find_class(group, mask, cap); found >= 0) return found;
   group.classes.emplace_back();
   group.classes.back().mask = mask;
   group.classes.back().cap = cap;

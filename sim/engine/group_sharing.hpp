@@ -261,6 +261,16 @@ class GroupSharing {
   static constexpr std::int32_t kLeadBits = 32;
   /// Whether class c of the group may have followers: its bit, or an index past the bits.
   static bool may_lead(const Group& g, std::int32_t c) { return c >= kLeadBits || (g.leading >> c & 1u) != 0; }
+  /// Calls `f(c)` on each class of the group that may have followers, in class order: its bits while
+  /// it holds no more classes than kLeadBits, every class beyond.
+  template <class F>
+  static void for_each_leading(const Group& g, F&& f) {
+    if (g.classes.size() <= static_cast<std::size_t>(kLeadBits)) {
+      for (std::uint32_t m = g.leading; m != 0; m &= m - 1) f(static_cast<std::size_t>(__builtin_ctz(m)));
+      return;
+    }
+    for (std::size_t c = 0; c < g.classes.size(); ++c) f(c);
+  }
   /// Where a link's state is: its group, and its place there.
   struct LinkPlace {
     std::int32_t group = 0;
@@ -296,6 +306,15 @@ class GroupSharing {
   }
   friend class FlowTable<GroupSharing>;
   std::int32_t class_of(Group& group, std::uint32_t mask, double cap);
+  /// The first of the group's classes crossing `mask` under `cap`, -1 if none (class_of's search, and
+  /// coupled_class_of's in a group that does not follow).
+  static std::int32_t find_class(const Group& group, std::uint32_t mask, double cap) {
+    for (std::size_t c = 0; c < group.classes.size(); ++c) {
+      const Class& k = group.classes[c];
+      if (k.mask == mask && k.cap == cap) return static_cast<std::int32_t>(c);
+    }
+    return -1;
+  }
   /// A following class's front_at while it has no flows.
   static constexpr LinkEnd kNoFront{std::numeric_limits<double>::infinity(), 0, -1};
   /// A following group's front_at (GroupCoupling), or null for a group that keeps none.
