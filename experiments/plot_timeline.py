@@ -17,6 +17,11 @@ They are payload rates: the EP backend's protocol overhead is not in the timelin
 usage: plot_timeline.py TIMELINE.json -o OUT.png|OUT.svg [--record N] [--gpus 0,1,2,3]
                         [--pass forward|backward|both] [--utilisation] [--bins N]
 
+Prints what it drew ("wrote OUT: LAYER, forward pass, 8 GPUs"). --gpus draws a subset on the layer's
+own clock (time 0 is the first event of the layer's pass on any GPU). A GPU the timeline lacks, a
+record out of range or an output folder that does not exist: one line, exit status 2. The figure is
+drawn into a temporary file beside OUT, then renamed over it: whole, or not at all.
+
 Needs matplotlib (Debian: apt-get install python3-matplotlib); without it the script says so and exits
 with status 2. The same timeline and options give the same bytes: no date or software version in
 the files' metadata, a fixed SVG id salt.
@@ -25,6 +30,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 
 TRACKS = ["compute", "comm_kernel", "copy_engine", "nvlink_out", "nic_out", "host_cpu"]
 COLOURS = {"gemm fwd": "#1f77b4", "gemm dgrad": "#4a90c8", "gemm wgrad": "#7fb2dc", "shared": "#9ecae1",
@@ -80,9 +86,22 @@ def fail(message):
 
 
 def save(fig, path):
+    """The figure at `path`, whole or not at all: drawn into a temporary file beside it, then renamed
+    over it, so that a failed or interrupted draw leaves what was there."""
+    fmt = "svg" if path.lower().endswith(".svg") else "png"
     # No date, software version or creator: the same timeline gives the same bytes.
-    svg = path.lower().endswith(".svg")
-    fig.savefig(path, dpi=130, metadata={"Date": None, "Creator": None} if svg else {"Software": None})
+    metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".plot_timeline.", suffix="." + fmt, dir=os.path.dirname(path) or ".")
+    except OSError as e:
+        fail(f"{path}: cannot write ({e.strerror})")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt, dpi=130, metadata=metadata)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
 
 
 def bin_overlaps(start, end, t0, width, bins):
@@ -186,7 +205,7 @@ def main():
         label = e.get("args", {}).get("layer")
         if label is not None and label not in labels:
             labels.append(label)
-    if args.record >= len(labels):
+    if not 0 <= args.record < len(labels):
         fail(f"{args.timeline}: has {len(labels)} records, asked for record {args.record}")
     label = labels[args.record]
     try:
@@ -198,18 +217,24 @@ def main():
         bars = collect(events, label, args.which)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         fail(f"{args.timeline}: not an epsim timeline (an event without {e})")
+    known = sorted({e["pid"] for e in events if e.get("name") == "process_name"})
+    unknown = [g for g in gpus or [] if g not in known]
+    if unknown:
+        fail(f"--gpus: GPU {unknown[0]} is not in {args.timeline} (its GPUs: {', '.join(str(g) for g in known)})")
     rows = sorted(k for k in bars if gpus is None or k[0] in gpus)
     if not rows:
         fail(f"{args.timeline}: nothing to draw for record {args.record}")
-    t0 = min(s for k in rows for s, _, _, _ in bars[k])
+    # The layer's (or pass's) start, over every GPU: a subset drawn with --gpus keeps the layer's clock.
+    t0 = min(s for k in bars for s, _, _, _ in bars[k])
     plt = import_pyplot()
 
     if args.utilisation:
         # Every GPU of the timeline (or of --gpus), also those idle in this pass.
-        drawn = gpus if gpus is not None else sorted({e["pid"] for e in events if e.get("name") == "process_name"})
+        drawn = gpus if gpus is not None else known
         t1 = max(s + d for k in rows for s, d, _, _ in bars[k])
         draw_utilisation(plt, bars, drawn, t0, t1 if t1 > t0 else t0 + 1.0, args.bins,
                          f"{label}, {args.which} pass", args.output)
+        report(args.output, label, args.which, len(drawn))
         return
 
     fig, ax = plt.subplots(figsize=(12, 0.32 * len(rows) + 1.2))
@@ -229,6 +254,11 @@ def main():
     ax.legend(handles, list(COLOURS), fontsize=6, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / len(rows)))
     fig.tight_layout()
     save(fig, args.output)
+    report(args.output, label, args.which, len({g for g, _ in rows}))
+
+
+def report(path, label, which, gpus):
+    print(f"wrote {path}: {label}, {which} pass, {gpus} GPU{'' if gpus == 1 else 's'}")
 
 
 if __name__ == "__main__":

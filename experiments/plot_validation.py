@@ -7,23 +7,36 @@ Three panels:
   right:  every task's relative error (predicted - measured) / measured against its measured duration,
           where errors of a few percent stay visible.
 The log-log panels have the line y = x and the +-5% and +-10% bands around it, the error panel the
-same bands around 0. Tasks measured or predicted at
-0 us cannot be drawn on log axes and are counted in the panel's title instead.
+same bands around 0. Tasks measured or predicted at 0 us cannot be drawn on log axes and are counted
+in the panel's title instead, as are layers that are not compared (a record that lacks whole tracks).
 
-Usage: python3 experiments/plot_validation.py DIR [-o DIR/validation.png]
-Needs matplotlib (Debian: python3-matplotlib). The output depends only on the CSVs: fixed figure size
-and resolution, no timestamp or software version in the PNG's metadata.
+Usage: python3 experiments/plot_validation.py DIR [-o DIR/validation.png | OUT.svg]
+
+Needs matplotlib (Debian: apt-get install python3-matplotlib); without it the script says so and exits
+with status 2, as it does for a table it cannot read (one line naming the file, the line and the
+column), writing nothing. The figure is written whole or not at all (a temporary file beside it,
+renamed), and depends only on the CSVs: fixed figure size and resolution, no date or software version
+in its metadata, a fixed SVG id salt.
 """
 
 import argparse
 import csv
+import io
+import math
 import os
 import sys
+import tempfile
 
-import matplotlib
+INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
+TASK_COLUMNS = ["track", "kind", "predicted_us", "measured_us"]
+LAYER_COLUMNS = ["predicted_us", "measured_us"]
+DURATIONS = ["predicted_us", "measured_us"]
+FORMATS = {".png": "png", ".svg": "svg"}
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+class TableError(Exception):
+    """A table or an argument this script cannot use: one line naming the file and what is wrong."""
+
 
 BAND_5 = "#55a868"
 BAND_10 = "#dd8452"
@@ -31,30 +44,87 @@ LAYER_COLOR = "#4c72b0"
 
 
 def read_rows(path, required):
+    """The rows of an `epsim validate` table as dicts, its durations as floats (finite, >= 0)."""
     try:
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-            fields = set(rows[0].keys()) if rows else set()
+            text = f.read()
     except OSError as e:
-        sys.exit(f"{path}: {e.strerror}")
-    if not rows:
-        sys.exit(f"{path}: no rows")
-    missing = required - fields
+        raise TableError(f"{path}: cannot read ({e.strerror})")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, [])
+    missing = [c for c in required if c not in header]
     if missing:
-        sys.exit(f"{path}: not written by epsim validate (missing columns: {', '.join(sorted(missing))})")
+        raise TableError(f"{path}: not written by epsim validate (missing columns: {', '.join(missing)})")
+    rows = []
+    for fields in reader:
+        line = reader.line_num  # (the line the row ends on: a quoted name may hold a line break)
+        if not fields:
+            continue  # a blank line
+        if len(fields) != len(header):
+            raise TableError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}")
+        row = dict(zip(header, fields))
+        for column in DURATIONS:
+            try:
+                value = float(row[column])
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value >= 0):
+                raise TableError(f"{path}:{line}: column '{column}' is '{row[column]}', not a duration in us "
+                                 "(a finite number >= 0)")
+            row[column] = value
+        rows.append(row)
+    if not rows:
+        raise TableError(f"{path}: no rows (epsim validate matched nothing)")
     return rows
 
 
-def points(rows, predicted, measured):
-    """(predicted, measured) pairs that a log axis can show, and how many it cannot."""
+def points(rows):
+    """(predicted, measured, row) of the rows that a log axis can show, and how many it cannot."""
     good, skipped = [], 0
     for r in rows:
-        p, m = float(r[predicted]), float(r[measured])
+        p, m = r["predicted_us"], r["measured_us"]
         if p > 0 and m > 0:
             good.append((p, m, r))
         else:
             skipped += 1
     return good, skipped
+
+
+def layer_points(layers):
+    """points() of the layers compared, and how many are not drawn: at 0 us, or not compared (a layer
+    whose record lacks whole tracks, docs/validation.md; files written before that column existed
+    compare every layer)."""
+    compared = [r for r in layers if not r.get("unmeasured_tracks")]
+    good, skipped = points(compared)
+    return good, skipped + len(layers) - len(compared)
+
+
+def error_percent(predicted, measured):
+    """A task's error as the right-hand panel draws it: (predicted - measured) / measured, in %."""
+    return 100 * (predicted - measured) / measured
+
+
+def panel_titles(tasks, layers):
+    """The task and layer panels' titles: what each draws, and what it cannot (also printed once the
+    figure is written)."""
+    task_points, task_skipped = points(tasks)
+    drawn, layer_skipped = layer_points(layers)
+    tasks_title = f"tasks ({len(task_points)}" + (f"; {task_skipped} at 0 us not drawn)" if task_skipped else ")")
+    layers_title = f"layers ({len(drawn)}" + (
+        f"; {layer_skipped} not drawn: at 0 us or not compared)" if layer_skipped else ")")
+    return tasks_title, layers_title
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise TableError(INSTALL_HINT.format(python=sys.executable))
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "epsim", "svg.fonttype": "path", "font.family": "DejaVu Sans"})
+    return plt
 
 
 def draw_bands(ax, lo, hi):
@@ -82,7 +152,7 @@ def draw_errors(ax, task_points, kinds, cmap):
     ax.axhline(0, color="black", linewidth=0.8)
     errors = []
     for i, (track, kind) in enumerate(kinds):
-        sel = [(m, 100 * (p - m) / m) for p, m, r in task_points if (r["track"], r["kind"]) == (track, kind)]
+        sel = [(m, error_percent(p, m)) for p, m, r in task_points if (r["track"], r["kind"]) == (track, kind)]
         errors += [e for _, e in sel]
         ax.scatter([m for m, _ in sel], [e for _, e in sel], s=14, color=cmap(i % 20), edgecolors="none", alpha=0.85)
     span = max(12.0, 1.1 * max(abs(e) for e in errors))
@@ -100,10 +170,10 @@ def limits(values):
     return lo / 1.5, hi * 1.5
 
 
-def plot(tasks, layers, png):
+def plot(plt, tasks, layers, path):
     fig, (ax_t, ax_l, ax_e) = plt.subplots(1, 3, figsize=(19, 6.2))
 
-    task_points, task_skipped = points(tasks, "predicted_us", "measured_us")
+    task_points, _ = points(tasks)
     if task_points:
         lo, hi = limits([v for p, m, _ in task_points for v in (p, m)])
         draw_bands(ax_t, lo, hi)
@@ -115,43 +185,61 @@ def plot(tasks, layers, png):
                          label=f"{track}: {kind}", edgecolors="none", alpha=0.85)
         ax_t.legend(fontsize=7, loc="upper left", ncol=1, framealpha=0.9)
         draw_errors(ax_e, task_points, kinds, cmap)
-    title = f"tasks ({len(task_points)}"
-    title += f"; {task_skipped} at 0 us not drawn)" if task_skipped else ")"
-    ax_t.set_title(title)
+    tasks_title, layers_title = panel_titles(tasks, layers)
+    ax_t.set_title(tasks_title)
 
-    # A layer whose record lacks whole tracks (a single-GPU run has no EP kernels) is not compared
-    # (docs/validation.md); files written before the column existed compare every layer.
-    compared = [r for r in layers if not r.get("unmeasured_tracks")]
-    layer_points, layer_skipped = points(compared, "predicted_us", "measured_us")
-    layer_skipped += len(layers) - len(compared)
-    if layer_points:
-        lo, hi = limits([v for p, m, _ in layer_points for v in (p, m)])
+    drawn, _ = layer_points(layers)
+    if drawn:
+        lo, hi = limits([v for p, m, _ in drawn for v in (p, m)])
         draw_bands(ax_l, lo, hi)
-        ax_l.scatter([m for _, m, _ in layer_points], [p for p, _, _ in layer_points], s=22, color=LAYER_COLOR,
+        ax_l.scatter([m for _, m, _ in drawn], [p for p, _, _ in drawn], s=22, color=LAYER_COLOR,
                      label="layer", edgecolors="none")
         ax_l.legend(fontsize=8, loc="upper left")
     else:
         ax_l.text(0.5, 0.5, "no layer compared", ha="center", va="center", transform=ax_l.transAxes)
-    title = f"layers ({len(layer_points)}"
-    title += f"; {layer_skipped} not drawn: at 0 us or not compared)" if layer_skipped else ")"
-    ax_l.set_title(title)
+    ax_l.set_title(layers_title)
 
     fig.suptitle("epsim validate: predicted vs measured")
     fig.tight_layout()
-    fig.savefig(png, dpi=100, metadata={"Software": None})
+    write_whole(fig, path)
     plt.close(fig)
+
+
+def write_whole(fig, path):
+    """The figure at `path`, whole or not at all: drawn into a temporary file beside it, then renamed
+    over it, so that a failed or interrupted draw leaves what was there."""
+    fmt = FORMATS[os.path.splitext(path)[1].lower()]
+    # No date, software version or creator: the same tables give the same bytes.
+    metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".plot_validation.", suffix="." + fmt, dir=os.path.dirname(path) or ".")
+    except OSError as e:
+        raise TableError(f"{path}: cannot write ({e.strerror})")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt, dpi=100, metadata=metadata)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dir", help="output folder of epsim validate (tasks.csv, layers.csv)")
-    parser.add_argument("-o", "--output", help="PNG to write (default: DIR/validation.png)")
+    parser.add_argument("-o", "--output", help="PNG or SVG to write (default: DIR/validation.png)")
     args = parser.parse_args()
-    tasks = read_rows(os.path.join(args.dir, "tasks.csv"), {"track", "kind", "predicted_us", "measured_us"})
-    layers = read_rows(os.path.join(args.dir, "layers.csv"), {"predicted_us", "measured_us"})
-    png = args.output or os.path.join(args.dir, "validation.png")
-    plot(tasks, layers, png)
-    print(f"wrote {png}")
+    path = args.output or os.path.join(args.dir, "validation.png")
+    try:
+        if os.path.splitext(path)[1].lower() not in FORMATS:
+            raise TableError(f"{path}: expected a .png or .svg file to write")
+        tasks = read_rows(os.path.join(args.dir, "tasks.csv"), TASK_COLUMNS)
+        layers = read_rows(os.path.join(args.dir, "layers.csv"), LAYER_COLUMNS)
+        plot(import_pyplot(), tasks, layers, path)
+    except TableError as e:
+        print(f"plot_validation.py: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {path}: {'; '.join(panel_titles(tasks, layers))}")
 
 
 if __name__ == "__main__":

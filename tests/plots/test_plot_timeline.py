@@ -70,20 +70,33 @@ class TimelineErrorTest(unittest.TestCase):
             self.assertIn("apt-get install python3-matplotlib", lines[0])
             self.assertEqual(os.listdir(out), [])
 
-    def test_record_out_of_range(self):
+    def refused(self, args, message):
         with tempfile.TemporaryDirectory() as out:
-            result = run_script(SCRIPT, [TIMELINE, "-o", os.path.join(out, "u.png"), "--record", "1"])
+            result = run_script(SCRIPT, [TIMELINE, "-o", os.path.join(out, "u.png"), *args])
             self.assertEqual(result.returncode, 2)
-            self.assertEqual(result.stderr.strip(),
-                             f"plot_timeline.py: error: {TIMELINE}: has 1 records, asked for record 1")
+            self.assertEqual(result.stderr, f"plot_timeline.py: error: {message}\n")
+            self.assertEqual(os.listdir(out), [])
+
+    def test_record_out_of_range(self):
+        # (-1 is not the last record: records are counted from 0.)
+        for record in ["1", "-1"]:
+            with self.subTest(record=record):
+                self.refused(["--record", record], f"{TIMELINE}: has 1 records, asked for record {record}")
+
+    def test_gpus_not_in_the_timeline(self):
+        for extra in [[], ["--utilisation"]]:
+            with self.subTest(extra=extra):
+                self.refused(["--gpus", "1,2", *extra], f"--gpus: GPU 2 is not in {TIMELINE} (its GPUs: 0, 1)")
 
 
 @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
 class TimelineDrawingTest(unittest.TestCase):
 
-    def draw(self, path, *extra):
+    def draw(self, path, *extra, gpus=2):
         result = run_script(SCRIPT, [TIMELINE, "-o", path, *extra])
         self.assertEqual(result.returncode, 0, result.stderr)
+        passes = "forward" if "--pass" not in extra else extra[extra.index("--pass") + 1]
+        self.assertEqual(result.stdout, f"wrote {path}: {LABEL}, {passes} pass, {gpus} GPU{'' if gpus == 1 else 's'}\n")
         with open(path, "rb") as f:
             return f.read()
 
@@ -97,6 +110,28 @@ class TimelineDrawingTest(unittest.TestCase):
                 self.assertIn(b"<svg", svg)
                 self.assertNotIn(b"<dc:date>", svg)
                 self.assertEqual(svg, self.draw(os.path.join(out, name + "-again.svg"), *extra))
+            # Each written whole, then renamed: no temporary file is left beside them.
+            self.assertEqual(sorted(os.listdir(out)), sorted(f"{name}{again}.{fmt}" for name in ["gantt", "util"]
+                                                              for again in ["", "-again"] for fmt in ["png", "svg"]))
+
+    def test_an_output_folder_that_does_not_exist(self):
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "no-such-folder", "u.png")
+            result = run_script(SCRIPT, [TIMELINE, "-o", path])
+            self.assertEqual(result.returncode, 2)
+            self.assertEqual(result.stderr, f"plot_timeline.py: error: {path}: cannot write (No such file or directory)\n")
+            self.assertEqual(os.listdir(out), [])
+
+    def test_an_existing_figure_is_replaced_and_a_subset_of_gpus_drawn(self):
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "g.png")
+            with open(path, "wb") as f:
+                f.write(b"an older figure")
+            self.assertEqual(self.draw(path, "--gpus", "1", gpus=1)[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertEqual(os.listdir(out), ["g.png"])
+            # Utilisation over the GPUs asked for, idle ones too: GPU 1 has nothing in the backward pass.
+            self.draw(path, "--gpus", "1", "--utilisation", gpus=1)
+            self.draw(path, "--utilisation", "--pass", "backward", gpus=2)
 
 
 if __name__ == "__main__":
