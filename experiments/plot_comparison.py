@@ -8,17 +8,21 @@ One column of panels per (case, EP degree), in the order of the CSV:
   bottom row: layer time and its gap to the oracle's bound (medians, us) per balancer, with the
               bound (no balancer can go below it) as a horizontal line.
 
-Usage: python3 experiments/plot_comparison.py OUT/comparison.csv [-o OUT/comparison.png]
+Usage: python3 experiments/plot_comparison.py OUT/comparison.csv [-o OUT/comparison.png | OUT.svg]
 Needs matplotlib (Debian: apt-get install python3-matplotlib); without it the script says so and
-exits with status 2. Errors in the table come as one line naming the file, exit status 2. The output
-depends only on the CSV: fixed figure size and resolution, no timestamp or software version in the
-PNG's metadata.
+exits with status 2. Errors in the table, and an output that cannot be written, come as one line
+naming the file, exit status 2. The figure is drawn into a temporary file beside the output and
+renamed over it (whole or not at all: experiments/plot_output.py), and depends only on the CSV:
+fixed figure size and resolution, no timestamp or software version in its metadata, a fixed SVG id
+salt.
 """
 
 import argparse
 import csv
 import os
 import sys
+
+from plot_output import OutputError, save_whole
 
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 
@@ -126,8 +130,7 @@ def draw(plt, rows, png):
         handles, names = axes[row][0].get_legend_handles_labels()
         axes[row][ncols - 1].legend(handles, names, fontsize=7, loc="upper right")
     fig.tight_layout()
-    # No 'Software' entry (matplotlib's version) and no date: same CSV, same bytes.
-    fig.savefig(png, dpi=100, metadata={"Software": None})
+    save_whole(fig, png, "svg" if png.lower().endswith(".svg") else "png", dpi=100)
     plt.close(fig)
 
 
@@ -140,7 +143,7 @@ def import_pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.family": "DejaVu Sans"})
+    plt.rcParams.update({"svg.hashsalt": "epsim", "svg.fonttype": "path", "font.family": "DejaVu Sans"})
     return plt
 
 
@@ -151,11 +154,17 @@ def main():
     args = parser.parse_args()
     png = args.output or os.path.join(os.path.dirname(args.csv), "comparison.png")
     try:
+        if os.path.splitext(png)[1].lower() not in (".png", ".svg"):
+            raise TableError(f"{png}: expected a .png or .svg file to write")
         rows = read_rows(args.csv)
     except TableError as e:
         print(f"plot_comparison.py: error: {e}", file=sys.stderr)
         sys.exit(2)
-    draw(import_pyplot(), rows, png)
+    try:
+        draw(import_pyplot(), rows, png)
+    except OutputError as e:
+        print(f"plot_comparison.py: error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {png}")
 
 

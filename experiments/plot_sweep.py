@@ -16,8 +16,10 @@ maximum.
 usage: plot_sweep.py RESULTS.csv -o OUTDIR [--format png,svg] [--metric NAME] [--x KEY] [--columns N]
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib); without it the script says so and
-exits with status 2, as it does for a table it cannot read. The files depend only on the table: fixed
-fonts, size and resolution, no date or software version in their metadata, a fixed SVG id salt.
+exits with status 2, as it does for a table it cannot read and an OUTDIR it cannot make or write to.
+Each file is drawn into a temporary file beside it and renamed over it, whole or not at all
+(experiments/plot_output.py). The files depend only on the table: fixed fonts, size and resolution,
+no date or software version in their metadata, a fixed SVG id salt.
 """
 
 import argparse
@@ -26,6 +28,8 @@ import json
 import math
 import os
 import sys
+
+from plot_output import OutputError, save_whole
 
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 REQUIRED = ["point", "balancer", "metric", "mean", "mean_vs_baseline", "not_served"]
@@ -226,9 +230,7 @@ def draw(plt, series, panels, path_stem, formats, title, reference=None):
     written = []
     for fmt in formats:
         out = f"{path_stem}.{fmt}"
-        # No date, software version or creator: the same table gives the same bytes.
-        metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(out, format=fmt, dpi=100, metadata=metadata)
+        save_whole(fig, out, fmt, dpi=100)
         written.append(out)
     plt.close(fig)
     return written
@@ -282,8 +284,24 @@ def main():
         print(f"plot_sweep.py: error: {e}", file=sys.stderr)
         sys.exit(2)
     plt = import_pyplot()
-    os.makedirs(args.output, exist_ok=True)
+    try:
+        os.makedirs(args.output, exist_ok=True)
+        written = draw_both(plt, rows, keys, args, formats)
+    except OSError as e:
+        fail(f"{args.output}: cannot make the folder ({e.strerror})")
+    except OutputError as e:
+        fail(str(e))
+    for path in written:
+        print(f"wrote {path}")
 
+
+def fail(message):
+    print(f"plot_sweep.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def draw_both(plt, rows, keys, args, formats):
+    """The straggler and gain figures, in every format asked for; the paths written."""
     written = []
     x = choose_x(keys, args.x, ["ep_degree"] + EXPERT_KEYS)
     series = Series(rows, keys, x, args.columns)
@@ -301,8 +319,7 @@ def main():
     panels = [(ratios, f"{args.metric} / {against}'s")]
     written += draw(plt, series, panels, os.path.join(args.output, "sweep-gain"), formats,
                     f"{args.metric} relative to {against} at the same point (below 1: less)", reference=1.0)
-    for path in written:
-        print(f"wrote {path}")
+    return written
 
 
 if __name__ == "__main__":

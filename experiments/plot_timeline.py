@@ -30,7 +30,8 @@ import argparse
 import json
 import os
 import sys
-import tempfile
+
+from plot_output import OutputError, save_whole
 
 TRACKS = ["compute", "comm_kernel", "copy_engine", "nvlink_out", "nic_out", "host_cpu"]
 COLOURS = {"gemm fwd": "#1f77b4", "gemm dgrad": "#4a90c8", "gemm wgrad": "#7fb2dc", "shared": "#9ecae1",
@@ -86,22 +87,10 @@ def fail(message):
 
 
 def save(fig, path):
-    """The figure at `path`, whole or not at all: drawn into a temporary file beside it, then renamed
-    over it, so that a failed or interrupted draw leaves what was there."""
-    fmt = "svg" if path.lower().endswith(".svg") else "png"
-    # No date, software version or creator: the same timeline gives the same bytes.
-    metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
     try:
-        fd, temp = tempfile.mkstemp(prefix=".plot_timeline.", suffix="." + fmt, dir=os.path.dirname(path) or ".")
-    except OSError as e:
-        fail(f"{path}: cannot write ({e.strerror})")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=fmt, dpi=130, metadata=metadata)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+        save_whole(fig, path, "svg" if path.lower().endswith(".svg") else "png", dpi=130)
+    except OutputError as e:
+        fail(str(e))
 
 
 def bin_overlaps(start, end, t0, width, bins):

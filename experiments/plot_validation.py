@@ -25,7 +25,8 @@ import io
 import math
 import os
 import sys
-import tempfile
+
+from plot_output import OutputError, save_whole
 
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 TASK_COLUMNS = ["track", "kind", "predicted_us", "measured_us"]
@@ -201,27 +202,8 @@ def plot(plt, tasks, layers, path):
 
     fig.suptitle("epsim validate: predicted vs measured")
     fig.tight_layout()
-    write_whole(fig, path)
+    save_whole(fig, path, FORMATS[os.path.splitext(path)[1].lower()], dpi=100)
     plt.close(fig)
-
-
-def write_whole(fig, path):
-    """The figure at `path`, whole or not at all: drawn into a temporary file beside it, then renamed
-    over it, so that a failed or interrupted draw leaves what was there."""
-    fmt = FORMATS[os.path.splitext(path)[1].lower()]
-    # No date, software version or creator: the same tables give the same bytes.
-    metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
-    try:
-        fd, temp = tempfile.mkstemp(prefix=".plot_validation.", suffix="." + fmt, dir=os.path.dirname(path) or ".")
-    except OSError as e:
-        raise TableError(f"{path}: cannot write ({e.strerror})")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=fmt, dpi=100, metadata=metadata)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
 
 
 def main():
@@ -236,8 +218,8 @@ def main():
         tasks = read_rows(os.path.join(args.dir, "tasks.csv"), TASK_COLUMNS)
         layers = read_rows(os.path.join(args.dir, "layers.csv"), LAYER_COLUMNS)
         plot(import_pyplot(), tasks, layers, path)
-    except TableError as e:
-        print(f"plot_validation.py: {e}", file=sys.stderr)
+    except (TableError, OutputError) as e:
+        print(f"plot_validation.py: error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"wrote {path}: {'; '.join(panel_titles(tasks, layers))}")
 

@@ -10,7 +10,8 @@ import os
 import tempfile
 import unittest
 
-from plot_test_support import FIXTURES, HAVE_MATPLOTLIB, SOURCE, run_script, run_without_matplotlib
+from plot_test_support import (FIXTURES, HAVE_MATPLOTLIB, SOURCE, check_refuses_a_missing_folder, run_script,
+                               run_without_matplotlib)
 
 SCRIPT = os.path.join(SOURCE, "experiments", "plot_comparison.py")
 
@@ -73,6 +74,15 @@ class ComparisonErrorTest(unittest.TestCase):
                 self.assertEqual(result.stderr.strip(), f"plot_comparison.py: error: {path}: {message}")
                 self.assertFalse(os.path.exists(png))
 
+    def test_an_output_that_is_not_png_or_svg(self):
+        with tempfile.TemporaryDirectory() as out:
+            pdf = os.path.join(out, "c.pdf")
+            result = run_script(SCRIPT, [os.path.join(FIXTURES, "comparison.csv"), "-o", pdf])
+            self.assertEqual(result.returncode, 2)
+            self.assertEqual(result.stderr,
+                             f"plot_comparison.py: error: {pdf}: expected a .png or .svg file to write\n")
+            self.assertEqual(os.listdir(out), [])
+
     def test_a_missing_file_is_named(self):
         path = os.path.join(FIXTURES, "no-such-comparison.csv")
         result = run_script(SCRIPT, [path])
@@ -106,6 +116,24 @@ class ComparisonDrawingTest(unittest.TestCase):
                 self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n")
                 self.assertNotIn(b"Software", data)
                 self.assertEqual(data, fb.read())
+
+    def test_svg_twice_the_same_and_an_older_figure_replaced_whole(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b = os.path.join(tmp, "a.svg"), os.path.join(tmp, "b.svg")
+            with open(a, "w") as f:
+                f.write("an older figure")
+            for svg in (a, b):
+                result = run_script(SCRIPT, [os.path.join(FIXTURES, "comparison.csv"), "-o", svg])
+                self.assertEqual(result.returncode, 0, result.stderr)
+            with open(a, "rb") as fa, open(b, "rb") as fb:
+                data = fa.read()
+                self.assertIn(b"<svg", data)
+                self.assertNotIn(b"<dc:date>", data)
+                self.assertEqual(data, fb.read())
+            self.assertEqual(sorted(os.listdir(tmp)), ["a.svg", "b.svg"])
+
+    def test_an_output_folder_that_does_not_exist(self):
+        check_refuses_a_missing_folder(self, SCRIPT, [os.path.join(FIXTURES, "comparison.csv")], "c.png")
 
 
 if __name__ == "__main__":

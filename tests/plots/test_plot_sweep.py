@@ -238,6 +238,29 @@ class DrawingTest(unittest.TestCase):
             self.draw(out, extra=["--format", "svg", "--metric", "token_straggler_ratio"])
             self.assertEqual(sorted(os.listdir(out)), ["sweep-gain.svg", "sweep-straggler.svg"])
 
+    def test_figures_replace_older_ones_whole(self):
+        # Each is drawn into a temporary file beside it and renamed: an older figure is replaced, and
+        # nothing else is left in the folder.
+        with tempfile.TemporaryDirectory() as out:
+            with open(os.path.join(out, "sweep-gain.png"), "wb") as f:
+                f.write(b"an older figure")
+            self.draw(out)
+            self.assertEqual(sorted(os.listdir(out)), sorted(OUTPUTS))
+            with open(os.path.join(out, "sweep-gain.png"), "rb") as f:
+                self.assertEqual(f.read()[:8], b"\x89PNG\r\n\x1a\n")
+
+    def test_an_output_folder_it_cannot_make(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            taken = os.path.join(tmp, "a-file")
+            with open(taken, "w") as f:
+                f.write("not a folder")
+            for out, why in ((taken, "File exists"), (os.path.join(taken, "figures"), "Not a directory")):
+                with self.subTest(out=out):
+                    result = run_script(SCRIPT, [os.path.join(FIXTURES, "results.csv"), "-o", out])
+                    self.assertEqual(result.returncode, 2)
+                    self.assertEqual(result.stderr, f"plot_sweep.py: error: {out}: cannot make the folder ({why})\n")
+            self.assertEqual(os.listdir(tmp), ["a-file"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,7 +14,8 @@ import os
 import tempfile
 import unittest
 
-from plot_test_support import FIXTURES, HAVE_MATPLOTLIB, SOURCE, run_script, run_without_matplotlib
+from plot_test_support import (FIXTURES, HAVE_MATPLOTLIB, SOURCE, check_refuses_a_missing_folder, run_script,
+                               run_without_matplotlib)
 
 SCRIPT = os.path.join(SOURCE, "experiments", "plot_timeline.py")
 TIMELINE = os.path.join(FIXTURES, "timeline.json")
@@ -115,12 +116,7 @@ class TimelineDrawingTest(unittest.TestCase):
                                                               for again in ["", "-again"] for fmt in ["png", "svg"]))
 
     def test_an_output_folder_that_does_not_exist(self):
-        with tempfile.TemporaryDirectory() as out:
-            path = os.path.join(out, "no-such-folder", "u.png")
-            result = run_script(SCRIPT, [TIMELINE, "-o", path])
-            self.assertEqual(result.returncode, 2)
-            self.assertEqual(result.stderr, f"plot_timeline.py: error: {path}: cannot write (No such file or directory)\n")
-            self.assertEqual(os.listdir(out), [])
+        check_refuses_a_missing_folder(self, SCRIPT, [TIMELINE], "u.png")
 
     def test_an_existing_figure_is_replaced_and_a_subset_of_gpus_drawn(self):
         with tempfile.TemporaryDirectory() as out:

@@ -13,7 +13,8 @@ import os
 import tempfile
 import unittest
 
-from plot_test_support import FIXTURES, HAVE_MATPLOTLIB, SOURCE, run_script, run_without_matplotlib
+from plot_test_support import (FIXTURES, HAVE_MATPLOTLIB, SOURCE, check_refuses_a_missing_folder, run_script,
+                               run_without_matplotlib)
 
 SCRIPT = os.path.join(SOURCE, "experiments", "plot_validation.py")
 MEASURED = os.path.join(FIXTURES, "validation")
@@ -102,7 +103,7 @@ class ValidationErrorTest(unittest.TestCase):
         result = run_script(SCRIPT, [self.dir.name, *extra])
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertEqual(result.stdout, "")
-        self.assertEqual(result.stderr, f"plot_validation.py: {message}\n")
+        self.assertEqual(result.stderr, f"plot_validation.py: error: {message}\n")
         self.assertEqual(sorted(os.listdir(self.dir.name)), before)
 
     def path(self, name):
@@ -181,12 +182,7 @@ class ValidationDrawingTest(unittest.TestCase):
             self.assertEqual(files["v.svg"], files["again.svg"])
 
     def test_an_output_folder_that_does_not_exist(self):
-        with tempfile.TemporaryDirectory() as out:
-            path = os.path.join(out, "no-such-folder", "v.png")
-            result = run_script(SCRIPT, [MEASURED, "-o", path])
-            self.assertEqual(result.returncode, 2)
-            self.assertEqual(result.stderr, f"plot_validation.py: {path}: cannot write (No such file or directory)\n")
-            self.assertEqual(os.listdir(out), [])
+        check_refuses_a_missing_folder(self, SCRIPT, [MEASURED], "v.png")
 
     def test_default_output_replaces_the_folders_figure(self):
         with tempfile.TemporaryDirectory() as folder:
