@@ -106,3 +106,36 @@ TEST_CASE("EPSIM_MODELS_DIR points epsim hardware at another folder") {
   CHECK(missing.err.find("known presets: h20 (the kind: hardware files of " + (dir / "presets").string()) !=
         std::string::npos);
 }
+
+TEST_CASE("epsim hardware show: a missing NAME is named, a description has no source, a point without a note none, a curve not given its default, FP8 absent its reason") {
+  const fs::path dir = epsim::test::scratch_dir("hardware-show-details");
+  const CliResult none = run_epsim("hardware show", dir, kDefaultFolder);
+  CHECK(none.status == 2);
+  CHECK(none.err == "epsim: error: command line: missing NAME (see epsim hardware list)\n");
+  // The H100 preset with the note of one point of its message-efficiency curve taken out.
+  fs::create_directories(dir / "presets");
+  std::string preset = epsim::test::read_file(epsim::test::source_dir() / "models/h100-sxm-8.yaml");
+  const std::string noted = "    - [4096, 1.0]         # 4 KiB\n";
+  REQUIRE(preset.find(noted) != std::string::npos);
+  preset.replace(preset.find(noted), noted.size(), "    - [4096, 1.0]\n");
+  // ... and without its FP8 efficiency curve, which the loader then leaves empty.
+  const std::size_t fp8 = preset.find("  fp8_efficiency:\n");
+  REQUIRE(fp8 != std::string::npos);
+  preset.erase(fp8, preset.find("copy_engine:\n", fp8) - fp8);
+  // ... and, as a GPU without FP8 tensor cores, an FP8 peak of 0.
+  const std::string peak = "  fp8_peak_TFLOPs: 1978.9";
+  REQUIRE(preset.find(peak) != std::string::npos);
+  preset.replace(preset.find(peak), peak.size(), "  fp8_peak_TFLOPs: 0");
+  epsim::test::write_file(dir / "presets/h100-sxm-8.yaml", preset);
+  const CliResult r =
+      run_epsim("hardware show h100-sxm-8", dir, "export EPSIM_MODELS_DIR='" + (dir / "presets").string() + "';");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("\n      4096 bytes: 1\n      1048576 bytes: 1   # 1 MiB and above\n") != std::string::npos);
+  CHECK(r.out.find("  gpu.fp8_peak_TFLOPs = 0 (no FP8 tensor cores: FP8 GEMMs are refused)\n") != std::string::npos);
+  CHECK(r.out.find("  gemm.fp8_efficiency (fraction of gpu.fp8_peak_TFLOPs vs padded rows per expert): not given\n"
+                   "      source: not in the file: the loader's default\n") != std::string::npos);
+  // The name and the description are the file's own words: no source line follows them.
+  const std::size_t description = r.out.find("\n  description = H100 SXM 80GB");
+  REQUIRE(description != std::string::npos);
+  CHECK(r.out.compare(r.out.find('\n', description + 1), 9, "\n  nodes ") == 0);
+}

@@ -11,6 +11,8 @@
 
 namespace epsim::test {
 
+bool says(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

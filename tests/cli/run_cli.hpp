@@ -19,6 +19,8 @@ CliResult run_epsim(const std::string& args, const std::filesystem::path& workdi
 /// Runs a shell script inside `workdir`; `$EPSIM` names the binary. Status as run_epsim's.
 CliResult run_shell(const std::string& script, const std::filesystem::path& workdir);
 std::string read_file(const std::filesystem::path& path);
+/// Whether `text` (a command's output) holds `part`.
+bool says(const std::string& text, const std::string& part);
 void write_file(const std::filesystem::path& path, const std::string& text);
 /// A CSV text's rows (the header first), split at commas (no quoted cells).
 std::vector<std::vector<std::string>> csv_rows(const std::string& text);

@@ -25,6 +25,12 @@ TEST_CASE("epsim calibrate: ep_comm points of two implementations need --impleme
   const test::CliResult picked = test::run_epsim("calibrate " + files + "pplx.yaml --implementation pplx", dir);
   CHECK(picked.status == 0);
   CHECK(std::filesystem::exists(dir / "pplx.yaml"));
+  // Fitted to pplx's 4 NVLink points alone, none of hybrid_ep's 54 RDMA points (printed without -q).
+  const std::string loud = files.substr(0, files.find(" --force -q -o ")) + " --force -o ";
+  const test::CliResult told = test::run_epsim("calibrate " + loud + "told.yaml --implementation pplx", dir);
+  CHECK(told.status == 0);
+  CHECK(told.out.find("ep_comm NVLink (one node), 4 pts") != std::string::npos);
+  CHECK(told.out.find("RDMA") == std::string::npos);
 
   const test::CliResult unknown = test::run_epsim("calibrate " + files + "none.yaml --implementation nccl_ep", dir);
   CHECK(unknown.status == 2);

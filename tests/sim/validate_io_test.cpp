@@ -203,6 +203,7 @@ TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line, re
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("**Goals met**") != std::string::npos);
+  CHECK(r.out.find("- plans: plans.jsonl (1 plan)\n") != std::string::npos);
   CHECK(r.out.find("| compute | gemm fwd | 3 |") != std::string::npos);
   CHECK(r.out.find("| copy_engine | weights | 1 |") != std::string::npos);
   for (const char* f : {"tasks.csv", "layers.csv", "unmatched.csv", "summary.md"})
@@ -216,7 +217,9 @@ TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line, re
   // Same inputs again: identical files; an existing folder is refused without --overwrite.
   const std::string tasks = test::read_file(dir / "out/tasks.csv");
   CHECK(test::run_epsim(args, dir).status == 2);
-  REQUIRE(test::run_epsim(args + " --overwrite -q", dir).status == 0);
+  const test::CliResult quiet = test::run_epsim(args + " --overwrite -q", dir);
+  REQUIRE(quiet.status == 0);
+  CHECK(quiet.out.empty());
   CHECK(test::read_file(dir / "out/tasks.csv") == tasks);
 
   // The backward pass was not measured: with --backward its tasks are listed as predicted only.
@@ -230,7 +233,23 @@ TEST_CASE("epsim validate: the outputs, the summary on stdout, the goal line, re
   CHECK(bad.status == 2);
   CHECK(bad.err.find("plans.jsonl: missing key 'format'") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir / "out2"));
-  CHECK(test::run_epsim("validate --plans plans.jsonl -o x", dir).status == 2);
+  // Each missing option is named, before anything is read.
+  struct Missing {
+    const char* args;
+    const char* flag;
+  };
+  for (const Missing& m :
+       {Missing{"--measured measured.json --hardware h.yaml --model m.yaml -o x", "--plans PLANS.jsonl"},
+        Missing{"--plans plans.jsonl --hardware h.yaml --model m.yaml -o x", "--measured MEASURED.json"},
+        Missing{"--plans plans.jsonl --measured measured.json --model m.yaml -o x", "--hardware HW.yaml"},
+        Missing{"--plans plans.jsonl --measured measured.json --hardware h.yaml -o x", "--model MODEL.yaml"},
+        Missing{"--plans plans.jsonl --measured measured.json --hardware h.yaml --model m.yaml", "-o DIR"}}) {
+    CAPTURE(m.args);
+    const test::CliResult r = test::run_epsim(std::string("validate ") + m.args, dir);
+    CHECK(r.status == 2);
+    CHECK(r.err == std::string("epsim: error: command line: missing ") + m.flag + " (see epsim validate --help)\n");
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "x"));
 }
 
 TEST_CASE("the fixture: a synthetic measurement with known factors per kind is read back as those errors") {
