@@ -286,9 +286,10 @@ def main():
     plt = import_pyplot()
     try:
         os.makedirs(args.output, exist_ok=True)
-        written = draw_both(plt, rows, keys, args, formats)
     except OSError as e:
         fail(f"{args.output}: cannot make the folder ({e.strerror})")
+    try:
+        written = draw_both(plt, rows, keys, args, formats)
     except OutputError as e:
         fail(str(e))
     for path in written:

@@ -206,7 +206,8 @@ def main():
         bars = collect(events, label, args.which)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         fail(f"{args.timeline}: not an epsim timeline (an event without {e})")
-    known = sorted({e["pid"] for e in events if e.get("name") == "process_name"})
+    # The timeline's GPUs: named by its process_name events, or else those with events of this record.
+    known = sorted({e["pid"] for e in events if e.get("name") == "process_name"}) or sorted({g for g, _ in bars})
     unknown = [g for g in gpus or [] if g not in known]
     if unknown:
         fail(f"--gpus: GPU {unknown[0]} is not in {args.timeline} (its GPUs: {', '.join(str(g) for g in known)})")

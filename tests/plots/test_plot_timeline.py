@@ -88,6 +88,18 @@ class TimelineErrorTest(unittest.TestCase):
         for extra in [[], ["--utilisation"]]:
             with self.subTest(extra=extra):
                 self.refused(["--gpus", "1,2", *extra], f"--gpus: GPU 2 is not in {TIMELINE} (its GPUs: 0, 1)")
+        # A timeline without the events that name its GPUs: those with events in the record count.
+        with open(TIMELINE) as f:
+            timeline = json.load(f)
+        timeline["traceEvents"] = [e for e in timeline["traceEvents"] if e.get("name") != "process_name"]
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "unnamed.json")
+            with open(path, "w") as f:
+                json.dump(timeline, f)
+            result = run_script(SCRIPT, [path, "-o", os.path.join(out, "u.png"), "--gpus", "3"])
+            self.assertEqual(result.returncode, 2)
+            self.assertEqual(result.stderr,
+                             f"plot_timeline.py: error: --gpus: GPU 3 is not in {path} (its GPUs: 0, 1)\n")
 
 
 @unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
