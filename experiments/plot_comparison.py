@@ -22,7 +22,7 @@ import csv
 import os
 import sys
 
-from plot_output import OutputError, save_whole
+from plot_output import OutputError, format_of, save_whole
 
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 
@@ -130,7 +130,7 @@ def draw(plt, rows, png):
         handles, names = axes[row][0].get_legend_handles_labels()
         axes[row][ncols - 1].legend(handles, names, fontsize=7, loc="upper right")
     fig.tight_layout()
-    save_whole(fig, png, "svg" if png.lower().endswith(".svg") else "png", dpi=100)
+    save_whole(fig, png, dpi=100)
     plt.close(fig)
 
 
@@ -154,7 +154,7 @@ def main():
     args = parser.parse_args()
     png = args.output or os.path.join(os.path.dirname(args.csv), "comparison.png")
     try:
-        if os.path.splitext(png)[1].lower() not in (".png", ".svg"):
+        if format_of(png) is None:
             raise TableError(f"{png}: expected a .png or .svg file to write")
         rows = read_rows(args.csv)
     except TableError as e:

@@ -14,8 +14,20 @@ class OutputError(Exception):
     """An output a figure cannot be written to: one line naming it and why."""
 
 
-def save_whole(fig, path, fmt, dpi):
-    """Writes matplotlib figure `fig` to `path` as `fmt` ('png' or 'svg'): whole, or not at all."""
+FORMATS = {".png": "png", ".svg": "svg"}
+
+
+def format_of(path):
+    """'png' or 'svg' by the path's extension (either case), None for any other: what save_whole writes."""
+    return FORMATS.get(os.path.splitext(path)[1].lower())
+
+
+def save_whole(fig, path, dpi):
+    """Writes matplotlib figure `fig` to `path` as its extension says (format_of, which the callers
+    check first): whole, or not at all."""
+    fmt = format_of(path)
+    if fmt is None:
+        raise ValueError(f"{path}: not a .png or .svg path")
     metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=f".{fmt}",

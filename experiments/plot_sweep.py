@@ -230,7 +230,7 @@ def draw(plt, series, panels, path_stem, formats, title, reference=None):
     written = []
     for fmt in formats:
         out = f"{path_stem}.{fmt}"
-        save_whole(fig, out, fmt, dpi=100)
+        save_whole(fig, out, dpi=100)
         written.append(out)
     plt.close(fig)
     return written

@@ -31,7 +31,7 @@ import json
 import os
 import sys
 
-from plot_output import OutputError, save_whole
+from plot_output import OutputError, format_of, save_whole
 
 TRACKS = ["compute", "comm_kernel", "copy_engine", "nvlink_out", "nic_out", "host_cpu"]
 COLOURS = {"gemm fwd": "#1f77b4", "gemm dgrad": "#4a90c8", "gemm wgrad": "#7fb2dc", "shared": "#9ecae1",
@@ -88,7 +88,7 @@ def fail(message):
 
 def save(fig, path):
     try:
-        save_whole(fig, path, "svg" if path.lower().endswith(".svg") else "png", dpi=130)
+        save_whole(fig, path, dpi=130)
     except OutputError as e:
         fail(str(e))
 
@@ -181,7 +181,7 @@ def main():
     args = ap.parse_args()
     if args.bins < 1:
         ap.error("--bins: must be at least 1")
-    if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
+    if format_of(args.output) is None:
         ap.error(f"-o: '{args.output}' does not end in .png or .svg")
 
     try:

@@ -26,13 +26,12 @@ import math
 import os
 import sys
 
-from plot_output import OutputError, save_whole
+from plot_output import OutputError, format_of, save_whole
 
 INSTALL_HINT = "matplotlib is not installed for {python} (Debian: apt-get install python3-matplotlib)"
 TASK_COLUMNS = ["track", "kind", "predicted_us", "measured_us"]
 LAYER_COLUMNS = ["predicted_us", "measured_us"]
 DURATIONS = ["predicted_us", "measured_us"]
-FORMATS = {".png": "png", ".svg": "svg"}
 
 
 class TableError(Exception):
@@ -202,7 +201,7 @@ def plot(plt, tasks, layers, path):
 
     fig.suptitle("epsim validate: predicted vs measured")
     fig.tight_layout()
-    save_whole(fig, path, FORMATS[os.path.splitext(path)[1].lower()], dpi=100)
+    save_whole(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -213,7 +212,7 @@ def main():
     args = parser.parse_args()
     path = args.output or os.path.join(args.dir, "validation.png")
     try:
-        if os.path.splitext(path)[1].lower() not in FORMATS:
+        if format_of(path) is None:
             raise TableError(f"{path}: expected a .png or .svg file to write")
         tasks = read_rows(os.path.join(args.dir, "tasks.csv"), TASK_COLUMNS)
         layers = read_rows(os.path.join(args.dir, "layers.csv"), LAYER_COLUMNS)

@@ -9,15 +9,11 @@
 #include "tests/test_paths.hpp"
 
 namespace fs = std::filesystem;
+using epsim::test::check_refused;
 using epsim::test::CliResult;
 using epsim::test::run_epsim;
+using epsim::test::says;
 using epsim::test::scratch_dir;
-
-namespace {
-
-bool says(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
 
 TEST_CASE("epsim without a command prints its usage and exits 2, and -h and --help exit 0") {
   const fs::path dir = scratch_dir("exit_usage");
@@ -53,10 +49,7 @@ TEST_CASE("an unknown option, a missing value and a second file are command-line
                         Case{"run x.yaml y.yaml", "too many positional options have been specified on the command line"},
                         Case{"compare --threads two c.yaml", "the argument ('two') for option '--threads' is invalid"}}) {
     CAPTURE(c.args);
-    const CliResult r = run_epsim(c.args, dir);
-    CHECK(r.status == 2);
-    CHECK(says(r.err, std::string("epsim: error: command line: ") + c.message));
-    CHECK(r.out.empty());
+    check_refused(run_epsim(c.args, dir), std::string("epsim: error: command line: ") + c.message);
   }
   CHECK(fs::is_empty(dir));  // nothing was read or written
 }

@@ -1,5 +1,7 @@
 #include "tests/cli/run_cli.hpp"
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +14,12 @@
 namespace epsim::test {
 
 bool says(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void check_refused(const CliResult& r, const std::string& part) {
+  CHECK(r.status == 2);
+  CHECK(says(r.err, part));
+  CHECK(r.out.empty());
+}
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

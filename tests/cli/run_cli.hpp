@@ -21,6 +21,8 @@ CliResult run_shell(const std::string& script, const std::filesystem::path& work
 std::string read_file(const std::filesystem::path& path);
 /// Whether `text` (a command's output) holds `part`.
 bool says(const std::string& text, const std::string& part);
+/// Checks that a command was refused as bad input: exit status 2, `part` on stderr, nothing on stdout.
+void check_refused(const CliResult& r, const std::string& part);
 void write_file(const std::filesystem::path& path, const std::string& text);
 /// A CSV text's rows (the header first), split at commas (no quoted cells).
 std::vector<std::vector<std::string>> csv_rows(const std::string& text);

@@ -146,10 +146,7 @@ TEST_CASE("epsim sweep: its command line refuses what it cannot honour, with one
                         Case{"sweep s.yaml s.yaml -o a", "expected one SWEEP.yaml, got 2 arguments (output folders go with --join)"},
                         Case{"sweep s.yaml", "no output folder: give -o OUTDIR or `output:` in the sweep file"}}) {
     CAPTURE(c.args);
-    const CliResult r = run_epsim(c.args, dir);
-    CHECK(r.status == 2);
-    CHECK(r.err.find(c.message) != std::string::npos);
-    CHECK(r.out.empty());
+    check_refused(run_epsim(c.args, dir), c.message);
     CHECK_FALSE(fs::exists(dir / "a"));
   }
 }
