@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "hw/calibration/extrapolated_intercept.hpp"
 #include "hw/calibration/linear_fit.hpp"
 #include "sim/hardware/gemm_cost.hpp"
 #include "sim/core/input_error.hpp"
@@ -77,6 +78,10 @@ void fit_alpha_beta_or_base(const std::vector<Sourced<P>>& pts, const std::vecto
                             FittedValue& alpha, FittedValue& bw, double& rel_rms, std::vector<std::string>& warnings) {
   if (!allow || std::set<double>(x.begin(), x.end()).size() >= 2) {
     fit_alpha_beta(pts, x, t, what, alpha, bw, rel_rms);
+    // (extrapolated_intercept.hpp: a fixed cost from sizes that barely differ)
+    alpha.note = extrapolated_intercept(alpha.value, *std::min_element(x.begin(), x.end()),
+                                        *std::max_element(x.begin(), x.end()), *std::min_element(t.begin(), t.end()));
+    if (!alpha.note.empty()) warnings.push_back(what + ": the fixed cost " + num(alpha.value) + " us is " + alpha.note);
     return;
   }
   std::vector<double> y;

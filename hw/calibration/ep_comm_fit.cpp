@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "hw/calibration/ep_bench_traffic.hpp"
+#include "hw/calibration/extrapolated_intercept.hpp"
 #include "hw/calibration/fidelity_ep_bench.hpp"
 #include "hw/calibration/fit_error.hpp"
 #include "hw/calibration/nonlinear_fit.hpp"
@@ -17,6 +18,7 @@ namespace epsim {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kBytesPerUsPerGBps = 1e3;
 
 /// The four parameters and which of them the fit moves.
@@ -367,6 +369,24 @@ EpCommFit fit_ep_comm(const std::vector<EpObservation>& obs, const HardwareSpec&
   result.sm_GBps = value(1, p.sm_GBps, true);
   result.dispatch_fixed_us = value(2, p.dispatch_fixed_us, false);
   result.combine_fixed_us = value(3, p.combine_fixed_us, false);
+  // A fixed cost fitted from sizes that barely differ is where the line meets zero bytes, and takes
+  // whatever the rate model misses (extrapolated_intercept.hpp).
+  for (int k = 0; k < 2; ++k) {
+    FittedValue& fixed = k == 0 ? result.dispatch_fixed_us : result.combine_fixed_us;
+    if (fixed.points == 0 || !fixed.note.empty()) continue;  // (kept, or held at 0)
+    double smallest = kInf, largest = 0, fastest_us = kInf;
+    for (const auto& o : obs) {
+      if ((o.point->kernel == EpKernel::dispatch) != (k == 0)) continue;
+      smallest = std::min(smallest, o.bottleneck_bytes);
+      largest = std::max(largest, o.bottleneck_bytes);
+      fastest_us = std::min(fastest_us, o.measured_us);
+    }
+    if (!(largest > 0)) continue;  // (no point of this kernel)
+    fixed.note = extrapolated_intercept(fixed.value, smallest, largest, fastest_us);
+    if (!fixed.note.empty())
+      warnings.push_back(what + ": the " + (k == 0 ? "dispatch" : "combine") + " fixed cost " + num(fixed.value) +
+                         " us is " + fixed.note);
+  }
   result.rel_rms = held_at_one && !(p.free_sm || p.free_dispatch || p.free_combine)
                        ? [&] {
                            double sum = 0;
