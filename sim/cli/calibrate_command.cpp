@@ -12,6 +12,7 @@
 #include <set>
 
 #include "hw/calibration/calibration_fit.hpp"
+#include "hw/calibration/gemm_shape_selection.hpp"
 #include "hw/calibration/hardware_writer.hpp"
 #include "hw/calibration/measurements.hpp"
 #include "sim/cli/command_line.hpp"
@@ -146,7 +147,7 @@ void select_implementation(std::vector<Measurements>& sources, const std::string
 
 int calibrate_command(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
-  std::string base_path, output, name, implementation;
+  std::string base_path, output, name, implementation, gemm_shapes;
   bool force = false, quiet = false, points = false;
   po::options_description options("epsim calibrate MEASUREMENTS.yaml... --base HARDWARE.yaml -o OUT.yaml [options]");
   options.add_options()
@@ -159,6 +160,9 @@ int calibrate_command(const std::vector<std::string>& args) {
       ("implementation", po::value(&implementation),
        "fit the ep_backend keys to the ep_comm points of this implementation only (deepep_v1, hybrid_ep, ...); "
        "needed when the files hold several")
+      ("gemm-shapes", po::value(&gemm_shapes),
+       "fit the GEMM curve to the grouped_gemm points of these expert shapes only, HIDDENxFFN[,...] "
+       "(e.g. 6144x2048: your model's, or the nearest measured); other GEMM points are left out")
       ("points", po::bool_switch(&points), "print every point's measured and model time and residual, per series")
       ("quiet,q", po::bool_switch(&quiet), "print nothing on success");
   if (!parse_command_line(args, options, "measurements", -1)) return 0;
@@ -170,10 +174,15 @@ int calibrate_command(const std::vector<std::string>& args) {
     throw InputError(output, "", "the output file already exists; pass --force to replace it or choose another output");
   if (name.empty()) name = std::filesystem::path(output).stem().string();
 
+  // (Read before any file, so that a malformed list is one line whatever the files hold.)
+  const std::vector<ExpertShape> shapes =
+      gemm_shapes.empty() ? std::vector<ExpertShape>{} : parse_expert_shapes(gemm_shapes, "--gemm-shapes");
   const HardwareSpec base = load_hardware(base_path);
   std::vector<Measurements> sources;
   for (const auto& path : inputs) sources.push_back(load_measurements(path));
   select_implementation(sources, implementation);
+  GemmShapeSelection selection;
+  if (!shapes.empty()) selection = select_gemm_shapes(sources, shapes, "--gemm-shapes");
   FitOptions fit_options;
   fit_options.one_size_fixed_from_base = true;  // published rates come at one size
   const Calibration cal = fit_measurements(sources, base, fit_options);
@@ -181,6 +190,16 @@ int calibrate_command(const std::vector<std::string>& args) {
   if (!quiet) {
     std::cout << "epsim calibrate: " << inputs.size() << " measurement file" << (inputs.size() == 1 ? "" : "s")
               << " on base " << base_path << "\n";
+    if (!shapes.empty()) {
+      std::string named;
+      for (const ExpertShape& s : shapes) named += (named.empty() ? "" : ", ") + to_string(s);
+      std::cout << "  gemm: fitted to the " << selection.kept << " grouped_gemm point" << (selection.kept == 1 ? "" : "s")
+                << " of shape" << (shapes.size() == 1 ? " " : "s ") << named << " (--gemm-shapes); "
+                << selection.left_out << " other GEMM point" << (selection.left_out == 1 ? "" : "s") << " left out\n";
+      for (const ExpertShape& s : selection.absent)
+        std::cout << "  warning: gemm: no grouped_gemm point of shape " << to_string(s)
+                  << " (--gemm-shapes); the curve is fitted to the other shapes named\n";
+    }
     print_summary(std::cout, cal);
     print_residual_summary(std::cout, cal.residuals);
     if (points) print_points(std::cout, cal.residuals);
