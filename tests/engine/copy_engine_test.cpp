@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "sim/engine/copy_engine.hpp"
@@ -101,4 +102,19 @@ TEST_CASE("CopyEngine: a copy enqueued from a completion callback starts right a
   CHECK_THROWS_AS(ce.enqueue({l}, -1, nullptr), std::invalid_argument);
   CHECK_THROWS_AS(ce.enqueue({l + 7}, 1, nullptr), std::out_of_range);
   CHECK(ce.queued() == 0);
+}
+
+TEST_CASE("CopyEngine: the next copy starts before the finished copy's callback runs") {
+  // A copy leaves the queue at the instant the one before it ends, so that a callback which enqueues
+  // more queues it behind the copies already waiting; each copy says when it starts.
+  EventQueue q;
+  FlowNetwork net(q);
+  const LinkId l = net.add_link("l", 100);
+  CopyEngine ce(q, net, 1'000'000, 100);
+  std::vector<std::string> log;
+  const auto note = [&](std::string what) { return [&log, what](Time_ps, Time_ps) { log.push_back(what); }; };
+  ce.enqueue({l}, 1e6, note("a done"), [&] { log.push_back("a starts"); });
+  ce.enqueue({l}, 1e6, note("b done"), [&] { log.push_back("b starts"); });
+  q.run();
+  CHECK(log == std::vector<std::string>{"a starts", "b starts", "a done", "b done"});
 }

@@ -38,5 +38,6 @@ TEST_CASE("HostCpu: a zero-length task completes from an event, not inside submi
   CHECK_FALSE(done);
   q.run();
   CHECK(done);
+  CHECK(cpu.busy_ps() == 0);  // it took no time
   CHECK_THROWS_AS(cpu.submit(-1, nullptr), std::invalid_argument);
 }

@@ -108,3 +108,19 @@ TEST_CASE("SmPool: HBM pressure slows a memory-bound kernel, not a compute-bound
   CHECK(memory_bound_end == 50 * epsim::kPsPerUs);
   CHECK(compute_bound_end == 90 * epsim::kPsPerUs);
 }
+
+TEST_CASE("SmPool: a kernel that finds no HBM bandwidth left keeps 5% of its speed") {
+  EventQueue q;
+  SmPool pool(q, 100);
+  Time_ps ends[2] = {0, 0};
+  // Copies take all of HBM: a kernel that needs all of it would stop; it keeps 5%, so 1 us of work
+  // takes 20 us.
+  pool.set_hbm_pressure(1.0);
+  pool.submit(1'000'000, [&](Time_ps, Time_ps end) { ends[0] = end; }, 1.0);
+  // Then 99% taken from a kernel needing half: (1 - 0.99) / 0.5 = 2% of its speed, held at 5%: 20 us more.
+  q.schedule(20'000'000, [&] { pool.set_hbm_pressure(0.99); });
+  pool.submit(1'000'000, [&](Time_ps, Time_ps end) { ends[1] = end; }, 0.5);
+  q.run();
+  CHECK(ends[0] == 20'000'000);
+  CHECK(ends[1] == 40'000'000);
+}
