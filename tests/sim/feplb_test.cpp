@@ -566,3 +566,52 @@ TEST_CASE("FEPLB's copied weights count in the HBM check: a plan whose moved wei
   CHECK(refused->find("GPU 1 needs") != std::string::npos);
   CHECK(refused->find("4 routed experts") != std::string::npos);
 }
+
+TEST_CASE("FEPLB's schedulers take the lowest of equally loaded donors first at both granularities") {
+  // GPUs 0 and 1 tie at 20 tokens, GPUs 2 and 3 at 2; mean 11.
+  // Whole experts: GPU 0 gives first, to GPU 2 (the lower of the two least loaded): expert 0 (12)
+  // gains 20 - max(8, 14) = 6, expert 1 (8) 20 - max(12, 10) = 8, so expert 1 goes; then GPU 1 gives
+  // expert 3 to GPU 3 the same way; then GPU 0 (12) would gain 12 - max(0, 22) < 1 with expert 0: stop.
+  const std::vector<std::vector<HomeExpert>> whole = {
+      {{0, 12}, {1, 8}}, {{2, 12}, {3, 8}}, {{4, 1}, {5, 1}}, {{6, 1}, {7, 1}}};
+  const auto moves = FeplbScheduler(FeplbSchedulerParams{}).schedule(whole);
+  REQUIRE(moves.size() == 2);
+  CHECK((moves[0].expert == 1 && moves[0].home == 0 && moves[0].receiver == 2 && moves[0].tokens == 8));
+  CHECK((moves[1].expert == 3 && moves[1].home == 1 && moves[1].receiver == 3 && moves[1].tokens == 8));
+
+  // Tokens, target ceil(44 / 4) = 11: GPU 0 first gives 9 of expert 0 to GPU 2, then GPU 1 9 of
+  // expert 2 to GPU 3; every GPU at 11.
+  FeplbSchedulerParams tokens;
+  tokens.granularity = FeplbGranularity::tokens;
+  tokens.min_gain = 0;
+  const std::vector<std::vector<HomeExpert>> split = {
+      {{0, 15}, {1, 5}}, {{2, 15}, {3, 5}}, {{4, 1}, {5, 1}}, {{6, 1}, {7, 1}}};
+  const auto pieces = FeplbScheduler(tokens).schedule(split);
+  REQUIRE(pieces.size() == 2);
+  CHECK((pieces[0].expert == 0 && pieces[0].home == 0 && pieces[0].receiver == 2 && pieces[0].tokens == 9));
+  CHECK((pieces[1].expert == 2 && pieces[1].home == 1 && pieces[1].receiver == 3 && pieces[1].tokens == 9));
+}
+
+TEST_CASE("FEPLB keeps an expert without tokens static: no group waits for the planner for nothing") {
+  const ModelSpec model = test::simple_model(8);
+  const HardwareSpec hw = test::simple_hardware(1, 4);
+  // Experts 0, 4 and 6 get 4 tokens each, the others none: GPU 1 (experts 2, 3) has no work. Nothing
+  // moves: a GPU's one expert with tokens would gain 4 - max(0, 4) = 0 by going whole to GPU 1.
+  const TraceRecord rec = record_of({{2, 0, 0, 0, 2, 0, 2, 0},
+                                     {2, 0, 0, 0, 2, 0, 2, 0},
+                                     {0, 0, 0, 0, 0, 0, 0, 0},
+                                     {0, 0, 0, 0, 0, 0, 0, 0}});
+  const BalancerContext ctx = context_for(model, hw);
+  const Plan plan = feplb().plan(rec, ctx);
+  check_invariants(plan, rec, ctx, 2);
+  CHECK(plan.transfers.empty());
+  // GPU 0: expert 0 is its dynamic expert (after the planner); expert 1, without tokens, stays static.
+  REQUIRE(plan.gemm_order[0].size() == 2);
+  CHECK(plan.gemm_order[0][0].instances == std::vector<int>{1});
+  CHECK(plan.gemm_order[0][1].instances == std::vector<int>{0});
+  CHECK(plan.gemm_order[0][1].after_planner);
+  // GPU 1: neither expert is dynamic: one static group, launched without waiting for the planner.
+  REQUIRE(plan.gemm_order[1].size() == 1);
+  CHECK(plan.gemm_order[1][0].instances == std::vector<int>{2, 3});
+  CHECK_FALSE(plan.gemm_order[1][0].after_planner);
+}
