@@ -245,3 +245,26 @@ TEST_CASE("MicroMoE reads its parameters strictly") {
   make_micromoe(unknown);
   CHECK_THROWS_AS(unknown.finish(), InputError);
 }
+
+TEST_CASE("MicroMoE's traffic LP keeps moved tokens inside their node where the load allows") {
+  // Two nodes of two GPUs, one expert a GPU; with one slot, GPU 2 (node 1) holds a replica of expert 1
+  // (home GPU 1, node 0). Ranks 0 (node 0) and 3 (node 1) send 4 tokens each to expert 1: the load LP
+  // puts 4 on each of its GPUs (z* = 4), and the traffic LP, at 1 a token within a node and 4 across
+  // nodes, keeps each rank's tokens in its own node: rank 0's on GPU 1, rank 3's on GPU 2 (8 in all,
+  // where sending both ranks' tokens across would cost 32).
+  const ModelSpec model = test::simple_model(4);
+  const HardwareSpec hw = test::simple_hardware(2, 2);
+  const TraceRecord rec = record_of({{0, 4, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 4, 0, 0}});
+  const BalancerContext ctx = context_for(model, hw);
+  const MicroMoeParams p = params_with(1);
+  CHECK(lp_optimum(rec, ctx, p) == doctest::Approx(4));
+  const Plan plan = MicroMoe(p).plan(rec, ctx);
+  check_invariants(plan, rec, ctx);
+  REQUIRE(plan.routes.size() == 2);
+  for (const TokenRoute& r : plan.routes) {
+    CAPTURE(r.src_rank);
+    CHECK(r.tokens == 4);
+    CHECK(plan.instances[r.instance].expert == 1);
+    CHECK(plan.instances[r.instance].gpu == (r.src_rank == 0 ? 1 : 2));
+  }
+}
