@@ -13,8 +13,9 @@
 // The rule (docs/calibration.md, "Fixed costs extrapolated"): a fitted fixed cost is flagged when
 // its points' sizes span less than kInterceptSpan times and it is more than kInterceptShare of their
 // fastest point's time. On the bundled sets it flags Hybrid-EP's H100 RDMA and GB200 NVLink fixed
-// costs and UCCL-EP's RDMA ones (sizes spanning 1.5 to 9.1 x, 37 to 111% of the fastest point), and
-// none of TensorRT-LLM's (2,304 x), pplx-kernels' (102 x) or the copy and all-to-all sweeps.
+// costs, DeepEP MNNVL's on GB200 and UCCL-EP's RDMA ones (sizes spanning 1.42 to 9.05 x, 37 to 111%
+// of the fastest point), and none of TensorRT-LLM's (2,304 x), pplx-kernels' (102 x) or the copy and
+// all-to-all sweeps.
 #pragma once
 
 #include <string>

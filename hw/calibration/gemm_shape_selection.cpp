@@ -29,6 +29,12 @@ std::string to_string(const ExpertShape& shape) {
   return std::to_string(shape.hidden_size) + "x" + std::to_string(shape.ffn_size);
 }
 
+std::string to_string(const std::vector<ExpertShape>& shapes) {
+  std::string text;
+  for (const ExpertShape& s : shapes) text += (text.empty() ? "" : ", ") + to_string(s);
+  return text;
+}
+
 std::vector<ExpertShape> parse_expert_shapes(const std::string& text, const std::string& option) {
   std::vector<ExpertShape> shapes;
   std::size_t start = 0;
@@ -52,7 +58,7 @@ std::vector<ExpertShape> parse_expert_shapes(const std::string& text, const std:
 GemmShapeSelection select_gemm_shapes(std::vector<Measurements>& sources, const std::vector<ExpertShape>& shapes,
                                       const std::string& option) {
   GemmShapeSelection selection;
-  std::set<std::pair<int, int>> measured;
+  std::set<std::pair<int, int>> measured;  // (sorted: the error lists them)
   for (Measurements& m : sources) {
     const auto asked = [&](const GemmPoint& p) {
       return std::find(shapes.begin(), shapes.end(), ExpertShape{p.shape.hidden_size, p.shape.ffn_size}) != shapes.end();
@@ -67,12 +73,11 @@ GemmShapeSelection select_gemm_shapes(std::vector<Measurements>& sources, const 
   for (const ExpertShape& s : shapes)
     if (!measured.count({s.hidden_size, s.ffn_size})) selection.absent.push_back(s);
   if (selection.kept == 0) {
-    std::string asked, held;
-    for (const ExpertShape& s : shapes) asked += (asked.empty() ? "" : ", ") + to_string(s);
-    for (const auto& [h, f] : measured) held += (held.empty() ? "" : ", ") + to_string(ExpertShape{h, f});
+    std::vector<ExpertShape> held;
+    for (const auto& [h, f] : measured) held.push_back({h, f});
     throw InputError("command line", option,
-                     "no grouped_gemm point of shape " + asked + " (the files have: " +
-                         (held.empty() ? std::string("no grouped_gemm points") : held) + ")");
+                     "no grouped_gemm point of shape " + to_string(shapes) + " (the files have: " +
+                         (held.empty() ? std::string("no grouped_gemm points") : to_string(held)) + ")");
   }
   return selection;
 }

@@ -43,5 +43,7 @@ GemmShapeSelection select_gemm_shapes(std::vector<Measurements>& sources, const 
 
 /// "6144x2048".
 std::string to_string(const ExpertShape& shape);
+/// "6144x2048, 7168x2048": the shapes in the order given.
+std::string to_string(const std::vector<ExpertShape>& shapes);
 
 }  // namespace epsim

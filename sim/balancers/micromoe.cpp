@@ -1,9 +1,7 @@
 #include "sim/balancers/micromoe.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 #include "sim/balancers/lp_solver.hpp"

@@ -33,5 +33,4 @@ std::vector<std::int64_t> micromoe_round_shares(std::vector<double> share, std::
   return out;
 }
 
-
 }  // namespace epsim

@@ -191,10 +191,8 @@ int calibrate_command(const std::vector<std::string>& args) {
     std::cout << "epsim calibrate: " << inputs.size() << " measurement file" << (inputs.size() == 1 ? "" : "s")
               << " on base " << base_path << "\n";
     if (!shapes.empty()) {
-      std::string named;
-      for (const ExpertShape& s : shapes) named += (named.empty() ? "" : ", ") + to_string(s);
       std::cout << "  gemm: fitted to the " << selection.kept << " grouped_gemm point" << (selection.kept == 1 ? "" : "s")
-                << " of shape" << (shapes.size() == 1 ? " " : "s ") << named << " (--gemm-shapes); "
+                << " of shape" << (shapes.size() == 1 ? " " : "s ") << to_string(shapes) << " (--gemm-shapes); "
                 << selection.left_out << " other GEMM point" << (selection.left_out == 1 ? "" : "s") << " left out\n";
       for (const ExpertShape& s : selection.absent)
         std::cout << "  warning: gemm: no grouped_gemm point of shape " << to_string(s)

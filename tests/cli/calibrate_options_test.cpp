@@ -15,8 +15,6 @@ using namespace epsim::test;
 
 namespace {
 
-std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
-
 const fs::path kSource = source_dir();
 const std::string kPplx = quoted(kSource / "models" / "measurements" / "pplx-kernels-h100-sxm.yaml");
 const std::string kBase = quoted(kSource / "models" / "h100-sxm-8.yaml");

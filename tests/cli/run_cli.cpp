@@ -21,6 +21,8 @@ void check_refused(const CliResult& r, const std::string& part) {
   CHECK(r.out.empty());
 }
 
+std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

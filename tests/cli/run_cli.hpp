@@ -19,6 +19,8 @@ CliResult run_epsim(const std::string& args, const std::filesystem::path& workdi
 /// Runs a shell script inside `workdir`; `$EPSIM` names the binary. Status as run_epsim's.
 CliResult run_shell(const std::string& script, const std::filesystem::path& workdir);
 std::string read_file(const std::filesystem::path& path);
+/// `path` as one shell word, for run_epsim's ARGS (single-quoted; paths with a quote are not used).
+std::string quoted(const std::filesystem::path& path);
 /// Whether `text` (a command's output) holds `part`.
 bool says(const std::string& text, const std::string& part);
 /// Checks that a command was refused as bad input: exit status 2, `part` on stderr, nothing on stdout.

@@ -45,8 +45,6 @@ std::vector<Measurements> two_sets() {
   return {a, b};
 }
 
-std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
-
 }  // namespace
 
 TEST_CASE("the --gemm-shapes list is read as HIDDENxFFN items and refuses anything else by name") {
@@ -104,8 +102,8 @@ TEST_CASE("select_gemm_shapes keeps the expert points of the shapes named and dr
 TEST_CASE("epsim calibrate --gemm-shapes on epsim's H100 suite: what is fitted is said and a shape not measured is refused") {
   const std::filesystem::path dir = test::scratch_dir("calibrate_gemm_shapes");
   const std::filesystem::path src = test::source_dir();
-  const std::string args = "calibrate " + quoted(src / "models/measurements/epsim-suite-h100-sxm.yaml") + " --base " +
-                           quoted(src / "models/h100-sxm-8.yaml") + " --force -o ";
+  const std::string args = "calibrate " + test::quoted(src / "models/measurements/epsim-suite-h100-sxm.yaml") + " --base " +
+                           test::quoted(src / "models/h100-sxm-8.yaml") + " --force -o ";
   const test::CliResult one = test::run_epsim(args + "one.yaml --gemm-shapes 7168x2048", dir);
   CHECK(one.status == 0);
   CHECK(test::says(one.out, "gemm: fitted to the 168 grouped_gemm points of shape 7168x2048 (--gemm-shapes); "
